@@ -1,0 +1,86 @@
+package slots
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Count is the number of slots. It is fixed forever: changing it remaps every key.
+const Count = 16384
+
+// ErrOutOfRange is returned when a number is not a valid slot.
+var ErrOutOfRange = errors.New("slots: slot out of range")
+
+// Slot is one of the Count slots. Its field is unexported so that a Slot can
+// only be made through ForKey, ForString, New or MustNew: it never holds Count
+// or more. The zero value is slot 0.
+type Slot struct{ n uint16 }
+
+// New returns slot n, or ErrOutOfRange when n is not in [0, Count).
+func New(n int) (Slot, error) {
+	if n < 0 || n >= Count {
+		return Slot{}, fmt.Errorf("%w: %d is not in 0-%d", ErrOutOfRange, n, Count-1)
+	}
+	return Slot{uint16(n)}, nil
+}
+
+// MustNew is New for constants and loops already bounded by Count; it panics
+// on an out-of-range n.
+func MustNew(n int) Slot {
+	s, err := New(n)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Int returns the slot number, in [0, Count).
+func (s Slot) Int() int { return int(s.n) }
+
+// Uint16 returns the slot number, for compact encodings.
+func (s Slot) Uint16() uint16 { return s.n }
+
+// String returns the slot number in decimal.
+func (s Slot) String() string { return fmt.Sprint(s.n) }
+
+// ForKey returns the slot of a key given as bytes. It does not allocate.
+func ForKey(key []byte) Slot {
+	return Slot{uint16(xxhash.Sum64(TaggedBytes(key)) & (Count - 1))}
+}
+
+// ForString returns the slot of a key given as a string. It does not allocate.
+func ForString(key string) Slot {
+	return Slot{uint16(xxhash.Sum64String(TaggedString(key)) & (Count - 1))}
+}
+
+// TaggedBytes returns the part of key that is hashed: the bytes between the
+// first '{' and the first '}' after it when there is at least one byte
+// between them, else the whole key.
+func TaggedBytes(key []byte) []byte {
+	open := bytes.IndexByte(key, '{')
+	if open < 0 {
+		return key
+	}
+	closing := bytes.IndexByte(key[open+1:], '}')
+	if closing <= 0 { // no '}' after the '{', or "{}" with nothing between
+		return key
+	}
+	return key[open+1 : open+1+closing]
+}
+
+// TaggedString is TaggedBytes for a string key.
+func TaggedString(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return key
+	}
+	closing := strings.IndexByte(key[open+1:], '}')
+	if closing <= 0 {
+		return key
+	}
+	return key[open+1 : open+1+closing]
+}

@@ -1,0 +1,196 @@
+package slots
+
+import (
+	"bufio"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// loadVectors reads a slots.tsv file: key as hex, slot, xxhash64 of the hashed
+// part as hex.
+func loadVectors(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("open vectors: %v", err)
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := sc.Text()
+		if strings.HasPrefix(text, "#") || strings.TrimSpace(text) == "" {
+			continue
+		}
+		fields := strings.Split(text, "\t")
+		if len(fields) != 3 {
+			t.Fatalf("%s:%d: want 3 tab-separated fields, got %d", path, line, len(fields))
+		}
+		key, err := hex.DecodeString(fields[0])
+		if err != nil {
+			t.Fatalf("%s:%d: key: %v", path, line, err)
+		}
+		wantSlot, err := strconv.Atoi(fields[1])
+		if err != nil {
+			t.Fatalf("%s:%d: slot: %v", path, line, err)
+		}
+		wantHash, err := strconv.ParseUint(fields[2], 16, 64)
+		if err != nil {
+			t.Fatalf("%s:%d: hash: %v", path, line, err)
+		}
+		if got := xxhash.Sum64(TaggedBytes(key)); got != wantHash {
+			t.Errorf("%s:%d: xxhash64(tagged(%q)) = %016x, want %016x", path, line, key, got, wantHash)
+		}
+		if got := ForKey(key).Int(); got != wantSlot {
+			t.Errorf("%s:%d: ForKey(%q) = %d, want %d", path, line, key, got, wantSlot)
+		}
+		if got := ForString(string(key)).Int(); got != wantSlot {
+			t.Errorf("%s:%d: ForString(%q) = %d, want %d", path, line, key, got, wantSlot)
+		}
+		n++
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestVectors(t *testing.T) {
+	if n := loadVectors(t, filepath.Join("testdata", "slots.tsv")); n < 50 {
+		t.Fatalf("only %d vectors in testdata/slots.tsv", n)
+	}
+}
+
+// TestExtraVectors pins other implementations against ours: every slots*.tsv
+// in $SLOTD_EXTRA_VECTORS must match.
+func TestExtraVectors(t *testing.T) {
+	dir := os.Getenv("SLOTD_EXTRA_VECTORS")
+	if dir == "" {
+		t.Skip("SLOTD_EXTRA_VECTORS not set")
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "slots*.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("SLOTD_EXTRA_VECTORS=%s holds no slots*.tsv", dir)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) { loadVectors(t, f) })
+	}
+}
+
+func TestTagged(t *testing.T) {
+	cases := []struct{ key, want string }{
+		{"", ""},
+		{"foo", "foo"},
+		{"{user:42}:cart", "user:42"},
+		{"user:{42}", "42"},
+		{"{}", "{}"},
+		{"{}x", "{}x"},
+		{"x{}", "x{}"},
+		{"{{a}}", "{a"},
+		{"a{b}c{d}", "b"},
+		{"}{", "}{"},
+		{"{a", "{a"},
+		{"a}", "a}"},
+		{"{}{b}", "{}{b}"}, // first '{' has an empty tag: whole key, as in Redis Cluster
+	}
+	for _, tc := range cases {
+		t.Run(tc.key, func(t *testing.T) {
+			if got := TaggedString(tc.key); got != tc.want {
+				t.Errorf("TaggedString(%q) = %q, want %q", tc.key, got, tc.want)
+			}
+			if got := string(TaggedBytes([]byte(tc.key))); got != tc.want {
+				t.Errorf("TaggedBytes(%q) = %q, want %q", tc.key, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSameTagSameSlot(t *testing.T) {
+	a, b := ForString("{user:42}:cart"), ForString("{user:42}:profile")
+	if a != b || a != ForString("user:42") {
+		t.Fatalf("hash-tagged keys differ: %v %v %v", a, b, ForString("user:42"))
+	}
+}
+
+func TestNew(t *testing.T) {
+	cases := []struct {
+		n  int
+		ok bool
+	}{{0, true}, {1, true}, {Count - 1, true}, {Count, false}, {-1, false}, {99999, false}}
+	for _, tc := range cases {
+		s, err := New(tc.n)
+		if tc.ok != (err == nil) {
+			t.Errorf("New(%d) err = %v, want ok=%v", tc.n, err, tc.ok)
+		}
+		if tc.ok && s.Int() != tc.n {
+			t.Errorf("New(%d) = %d", tc.n, s.Int())
+		}
+	}
+}
+
+func TestForKeyDoesNotAllocate(t *testing.T) {
+	key := []byte("{user:42}:profile")
+	skey := "user:1234567890ab"
+	if n := testing.AllocsPerRun(100, func() { ForKey(key); ForString(skey) }); n != 0 {
+		t.Fatalf("allocs per run = %v, want 0", n)
+	}
+}
+
+func FuzzTagRule(f *testing.F) {
+	for _, s := range []string{"", "{", "}", "{}", "{a}", "a{b}c", "{{}}", "x{y}{z}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		tag := TaggedString(key)
+		if string(TaggedBytes([]byte(key))) != tag {
+			t.Fatalf("string and bytes forms disagree on %q", key)
+		}
+		if ForString(key) != ForKey([]byte(key)) {
+			t.Fatalf("ForString and ForKey disagree on %q", key)
+		}
+		if !strings.Contains(key, tag) {
+			t.Fatalf("tag %q not inside key %q", tag, key)
+		}
+		if tag != key {
+			// A real tag: non-empty, no '}' inside, framed by braces in the key.
+			if tag == "" || strings.ContainsRune(tag, '}') || !strings.Contains(key, "{"+tag+"}") {
+				t.Fatalf("bad tag %q for key %q", tag, key)
+			}
+			// Every key carrying the same tag lands in the same slot.
+			if ForString("{"+tag+"}") != ForString(key) {
+				t.Fatalf("key %q and {%s} differ", key, tag)
+			}
+		}
+	})
+}
+
+func BenchmarkForKey(b *testing.B) {
+	for _, size := range []int{16, 64} {
+		key := []byte(strings.Repeat("k", size))
+		b.Run(strconv.Itoa(size)+"B", func(b *testing.B) {
+			b.ReportAllocs()
+			var sink Slot
+			for b.Loop() {
+				sink = ForKey(key)
+			}
+			_ = sink
+		})
+	}
+}
+
+func BenchmarkForString(b *testing.B) {
+	key := "user:0123456789a" // 16 bytes
+	b.ReportAllocs()
+	for b.Loop() {
+		ForString(key)
+	}
+}
