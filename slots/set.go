@@ -63,11 +63,15 @@ func (x *Set) All() iter.Seq[Slot] {
 type Range struct{ From, To Slot }
 
 // String formats the range as "from-to", or "from" for a single slot.
-func (r Range) String() string {
-	if r.From == r.To {
-		return strconv.Itoa(r.From.Int())
+func (r Range) String() string { return string(r.appendTo(nil)) }
+
+func (r Range) appendTo(b []byte) []byte {
+	b = strconv.AppendInt(b, int64(r.From.n), 10)
+	if r.From != r.To {
+		b = append(b, '-')
+		b = strconv.AppendInt(b, int64(r.To.n), 10)
 	}
-	return strconv.Itoa(r.From.Int()) + "-" + strconv.Itoa(r.To.Int())
+	return b
 }
 
 // Ranges returns the set as maximal runs of consecutive slots, in order.
@@ -86,14 +90,14 @@ func (x *Set) Ranges() []Range {
 // String formats the set in range notation, "0-5460,5461-5470,7000", the form
 // ParseSet reads. The empty set is "".
 func (x *Set) String() string {
-	var b strings.Builder
+	var b []byte
 	for i, r := range x.Ranges() {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.WriteString(r.String())
+		b = r.appendTo(b)
 	}
-	return b.String()
+	return string(b)
 }
 
 // ParseSet reads range notation: comma-separated slots and "lo-hi" ranges,
