@@ -1,0 +1,380 @@
+package planner
+
+import (
+	"cmp"
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/slotd/slotd/slots"
+)
+
+// Errors returned by Compute and Check.
+var (
+	// ErrInvalid marks input that cannot be planned: an unknown owner, a bad
+	// weight, no node able to take slots.
+	ErrInvalid = errors.New("planner: invalid input")
+	// ErrStale marks a plan that no longer fits the directory.
+	ErrStale = errors.New("planner: plan is stale")
+)
+
+// Node states, as the directory names them.
+const (
+	StateActive   = "active"
+	StateDraining = "draining"
+	StateDown     = "down"
+)
+
+// Node is one node as the planner sees it.
+type Node struct {
+	ID     string `json:"id"`
+	Weight int    `json:"weight"`
+	Zone   string `json:"zone,omitempty"`
+	State  string `json:"state"`
+}
+
+// Input is everything a plan depends on.
+type Input struct {
+	// Version is the directory version the table was read at.
+	Version uint64
+	// Owners holds the owner id of every slot; len(Owners) == slots.Count.
+	Owners []string
+	// Nodes is the desired node set with weights and states. Every owner
+	// must be in it; nodes not owning anything yet are filled.
+	Nodes []Node
+	// SlotBytes optionally holds the size of every slot (nil when unknown).
+	SlotBytes []int64
+	// Busy holds slots with a move in flight; they are neither given nor
+	// counted as movable.
+	Busy *slots.Set
+	// Throttle is the donor byte rate, for the time estimate (0: unlimited).
+	Throttle int64
+	// PerMove is the fixed cost of one move, for the time estimate.
+	PerMove time.Duration
+}
+
+// Move is one single-slot move of a plan.
+type Move struct {
+	Slot   int    `json:"slot"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Bytes  int64  `json:"bytes"`
+	Reason string `json:"reason"`
+}
+
+// NodeChange is one node's slot count and bytes before and after a plan.
+type NodeChange struct {
+	ID          string `json:"id"`
+	State       string `json:"state"`
+	Weight      int    `json:"weight"`
+	SlotsBefore int    `json:"slots_before"`
+	SlotsAfter  int    `json:"slots_after"`
+	BytesBefore int64  `json:"bytes_before"`
+	BytesAfter  int64  `json:"bytes_after"`
+}
+
+// Plan is an ordered list of single-slot moves computed at one directory
+// version.
+type Plan struct {
+	ID          string        `json:"id"`
+	BaseVersion uint64        `json:"base_version"`
+	Moves       []Move        `json:"moves"`
+	Nodes       []NodeChange  `json:"nodes"`
+	TotalBytes  int64         `json:"total_bytes"`
+	Estimate    time.Duration `json:"estimate_ns"`
+}
+
+// Compute returns the plan that takes in.Owners to weight-proportional
+// targets over in.Nodes with the minimum number of moves.
+func Compute(in Input) (*Plan, error) {
+	if err := validate(in); err != nil {
+		return nil, err
+	}
+	nodes := slices.Clone(in.Nodes)
+	slices.SortFunc(nodes, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
+	index := make(map[string]int, len(nodes))
+	for i, n := range nodes {
+		index[n.ID] = i
+	}
+
+	// Count what each node holds, and the slots each could give, cheapest first.
+	current := make([]int, len(nodes))
+	bytesOf := make([]int64, len(nodes))
+	movable := make([][]int, len(nodes))
+	for s, owner := range in.Owners {
+		i := index[owner]
+		current[i]++
+		bytesOf[i] += slotBytes(in, s)
+		if in.Busy == nil || !in.Busy.Contains(slots.MustNew(s)) {
+			movable[i] = append(movable[i], s)
+		}
+	}
+	target, err := targets(nodes, current)
+	if err != nil {
+		return nil, err
+	}
+
+	// Donors give their excess, cheapest first; recipients take their deficit.
+	var donors, recipients work
+	for i := range nodes {
+		if d := current[i] - target[i]; d > 0 {
+			slices.SortStableFunc(movable[i], func(a, b int) int { return cmp.Compare(slotBytes(in, a), slotBytes(in, b)) })
+			if len(movable[i]) < d {
+				return nil, fmt.Errorf("%w: node %s must give %d slots but only %d are not in a move; wait for moves in flight to end", ErrInvalid, nodes[i].ID, d, len(movable[i]))
+			}
+			donors = append(donors, &task{node: i, left: d})
+		} else if d < 0 {
+			recipients = append(recipients, &task{node: i, left: -d})
+		}
+	}
+	heap.Init(&donors)
+	heap.Init(&recipients)
+
+	p := &Plan{BaseVersion: in.Version}
+	after := slices.Clone(current)
+	bytesAfter := slices.Clone(bytesOf)
+	next := make([]int, len(nodes)) // next movable index per donor
+	prevFrom, prevTo := -1, -1
+	for donors.Len() > 0 {
+		d := donors.take(prevFrom)
+		r := recipients.take(prevTo)
+		s := movable[d.node][next[d.node]]
+		next[d.node]++
+		b := slotBytes(in, s)
+		p.Moves = append(p.Moves, Move{
+			Slot:   s,
+			From:   nodes[d.node].ID,
+			To:     nodes[r.node].ID,
+			Bytes:  b,
+			Reason: reason(nodes[d.node], nodes[r.node], current[d.node], target[d.node], current[r.node], target[r.node]),
+		})
+		p.TotalBytes += b
+		after[d.node]--
+		after[r.node]++
+		bytesAfter[d.node] -= b
+		bytesAfter[r.node] += b
+		donors.putBack(d)
+		recipients.putBack(r)
+		prevFrom, prevTo = d.node, r.node
+	}
+	for i, n := range nodes {
+		p.Nodes = append(p.Nodes, NodeChange{
+			ID: n.ID, State: n.State, Weight: n.Weight,
+			SlotsBefore: current[i], SlotsAfter: after[i],
+			BytesBefore: bytesOf[i], BytesAfter: bytesAfter[i],
+		})
+	}
+	p.Estimate = Estimate(p.TotalBytes, len(p.Moves), in.Throttle, in.PerMove)
+	p.ID = planID(p)
+	return p, nil
+}
+
+// Estimate is the time to move total bytes in n moves at throttle bytes per
+// second (0: unlimited) with perMove fixed cost per move.
+func Estimate(total int64, n int, throttle int64, perMove time.Duration) time.Duration {
+	d := time.Duration(n) * perMove
+	if throttle > 0 {
+		d += time.Duration(float64(total) / float64(throttle) * float64(time.Second))
+	}
+	return d
+}
+
+func reason(from, to Node, fromCur, fromTarget, toCur, toTarget int) string {
+	var why string
+	switch from.State {
+	case StateDraining:
+		why = fmt.Sprintf("%s is draining", from.ID)
+	case StateDown:
+		why = fmt.Sprintf("%s is down", from.ID)
+	default:
+		why = fmt.Sprintf("%s holds %d slots, target %d", from.ID, fromCur, fromTarget)
+	}
+	if toCur == 0 {
+		return fmt.Sprintf("%s; %s is new, target %d", why, to.ID, toTarget)
+	}
+	return fmt.Sprintf("%s; %s holds %d, target %d", why, to.ID, toCur, toTarget)
+}
+
+func slotBytes(in Input, s int) int64 {
+	if in.SlotBytes == nil {
+		return 0
+	}
+	return in.SlotBytes[s]
+}
+
+func validate(in Input) error {
+	if len(in.Owners) != slots.Count {
+		return fmt.Errorf("%w: table has %d slots, want %d", ErrInvalid, len(in.Owners), slots.Count)
+	}
+	if in.SlotBytes != nil && len(in.SlotBytes) != slots.Count {
+		return fmt.Errorf("%w: sizes for %d slots, want %d", ErrInvalid, len(in.SlotBytes), slots.Count)
+	}
+	seen := make(map[string]bool, len(in.Nodes))
+	active := 0
+	for _, n := range in.Nodes {
+		switch {
+		case n.ID == "":
+			return fmt.Errorf("%w: a node has an empty id", ErrInvalid)
+		case seen[n.ID]:
+			return fmt.Errorf("%w: node %s is listed twice", ErrInvalid, n.ID)
+		case n.Weight <= 0 && n.State == StateActive:
+			return fmt.Errorf("%w: node %s has weight %d; weights must be > 0 (drain a node instead of weighting it 0)", ErrInvalid, n.ID, n.Weight)
+		case n.State != StateActive && n.State != StateDraining && n.State != StateDown:
+			return fmt.Errorf("%w: node %s has state %q; want active, draining or down", ErrInvalid, n.ID, n.State)
+		}
+		seen[n.ID] = true
+		if n.State == StateActive {
+			active++
+		}
+	}
+	if active == 0 {
+		return fmt.Errorf("%w: no active node to hold the slots", ErrInvalid)
+	}
+	for s, owner := range in.Owners {
+		if owner == "" {
+			return fmt.Errorf("%w: slot %d has no owner; bootstrap the directory first", ErrInvalid, s)
+		}
+		if !seen[owner] {
+			return fmt.Errorf("%w: slot %d is owned by %q, which is not in the node set", ErrInvalid, s, owner)
+		}
+	}
+	return nil
+}
+
+// targets returns each node's slot target: weight-proportional over active
+// nodes, by largest remainder. Ties in the remainder go to the node holding
+// more slots now (fewer moves), then to the smaller id.
+func targets(nodes []Node, current []int) ([]int, error) {
+	var total int64
+	for _, n := range nodes {
+		if n.State == StateActive {
+			total += int64(n.Weight)
+		}
+	}
+	target := make([]int, len(nodes))
+	type rem struct {
+		i int
+		r int64
+	}
+	var rems []rem
+	given := 0
+	for i, n := range nodes {
+		if n.State != StateActive {
+			continue
+		}
+		share := int64(slots.Count) * int64(n.Weight)
+		target[i] = int(share / total)
+		given += target[i]
+		rems = append(rems, rem{i, share % total})
+	}
+	slices.SortStableFunc(rems, func(a, b rem) int {
+		if c := cmp.Compare(b.r, a.r); c != 0 {
+			return c
+		}
+		return cmp.Compare(current[b.i], current[a.i])
+	})
+	for k := 0; given < slots.Count; k++ {
+		target[rems[k].i]++
+		given++
+	}
+	return target, nil
+}
+
+func planID(p *Plan) string {
+	var h xxhash.Digest
+	h.Reset()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], p.BaseVersion)
+	h.Write(b[:])
+	for _, m := range p.Moves {
+		binary.LittleEndian.PutUint64(b[:], uint64(m.Slot))
+		h.Write(b[:])
+		h.WriteString(m.From)
+		h.Write([]byte{0})
+		h.WriteString(m.To)
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("p-%d-%012x", p.BaseVersion, h.Sum64()>>16)
+}
+
+// task is a donor or recipient with moves left to do.
+type task struct {
+	node int
+	left int
+}
+
+// work is a max-heap of tasks by moves left, ties to the lower node index.
+type work []*task
+
+func (w work) Len() int { return len(w) }
+func (w work) Less(i, j int) bool {
+	if w[i].left != w[j].left {
+		return w[i].left > w[j].left
+	}
+	return w[i].node < w[j].node
+}
+func (w work) Swap(i, j int) { w[i], w[j] = w[j], w[i] }
+func (w *work) Push(x any)   { *w = append(*w, x.(*task)) }
+func (w *work) Pop() any {
+	old := *w
+	t := old[len(old)-1]
+	*w = old[:len(old)-1]
+	return t
+}
+
+// take pops the task with the most left, skipping avoid when another task
+// exists, and charges it one move.
+func (w *work) take(avoid int) *task {
+	t := heap.Pop(w).(*task)
+	if t.node == avoid && w.Len() > 0 {
+		other := heap.Pop(w).(*task)
+		heap.Push(w, t)
+		t = other
+	}
+	t.left--
+	return t
+}
+
+// putBack returns a task to the heap if it has moves left.
+func (w *work) putBack(t *task) {
+	if t.left > 0 {
+		heap.Push(w, t)
+	}
+}
+
+// Check reports whether the moves of p not yet done still fit the table in
+// cur: each move's source still owns its slot and its target is still an
+// active node. done is the number of moves of p already carried out. The
+// error says what changed, so an operator knows to re-plan.
+func Check(p *Plan, done int, cur Input) error {
+	if len(cur.Owners) != slots.Count {
+		return fmt.Errorf("%w: table has %d slots, want %d", ErrInvalid, len(cur.Owners), slots.Count)
+	}
+	state := make(map[string]string, len(cur.Nodes))
+	for _, n := range cur.Nodes {
+		state[n.ID] = n.State
+	}
+	for _, m := range p.Moves[min(done, len(p.Moves)):] {
+		if m.Slot < 0 || m.Slot >= slots.Count {
+			return fmt.Errorf("%w: plan %s moves slot %d, out of range 0-%d", ErrInvalid, p.ID, m.Slot, slots.Count-1)
+		}
+		if owner := cur.Owners[m.Slot]; owner != m.From {
+			return fmt.Errorf("%w: plan %s (version %d) moves slot %d from %s, but at version %d %s owns it; run the plan again", ErrStale, p.ID, p.BaseVersion, m.Slot, m.From, cur.Version, owner)
+		}
+		if cur.Busy != nil && cur.Busy.Contains(slots.MustNew(m.Slot)) {
+			return fmt.Errorf("%w: plan %s moves slot %d, which has another move in flight; wait for it or cancel it", ErrStale, p.ID, m.Slot)
+		}
+		switch st, ok := state[m.To]; {
+		case !ok:
+			return fmt.Errorf("%w: plan %s moves slot %d to %s, which is no longer a node; run the plan again", ErrStale, p.ID, m.Slot, m.To)
+		case st != StateActive:
+			return fmt.Errorf("%w: plan %s moves slot %d to %s, which is now %s; run the plan again", ErrStale, p.ID, m.Slot, m.To, st)
+		}
+	}
+	return nil
+}
