@@ -70,6 +70,7 @@ type Ring struct {
 	cfg    Config
 	nodes  []Node   // sorted by cfg.Hash.cmpID; a node's index is its position here
 	zones  []uint32 // zone class of each node; equal classes share a zone
+	nzones int      // number of distinct zone classes
 	points []uint64 // sorted ascending; ties broken by node index
 	owners []uint32 // owners[i] is the node index of points[i]
 }
@@ -139,6 +140,12 @@ func build(cfg Config, nodes []Node, total int) *Ring {
 			zoneClass[n.Zone] = c
 		}
 		r.zones[i] = c
+	}
+	r.nzones = len(zoneClass)
+	for _, n := range nodes {
+		if n.Zone == "" {
+			r.nzones++
+		}
 	}
 
 	type entry struct {
