@@ -5,7 +5,7 @@ BIN := bin
 CMDS := $(notdir $(wildcard cmd/*))
 
 # Pinned code generators (installed into ./bin/tools by `make tools`).
-PROTOC_GEN_GO_VERSION := v1.36.11
+PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 TOOLS := $(CURDIR)/bin/tools
 
@@ -26,6 +26,15 @@ test: ## vet + unit + integration tests (race detector), as CI runs them
 
 bench: ## run the Go benchmarks; output is benchstat input
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 30m ./... | tee bench.txt
+
+tools: ## install protoc (Debian protobuf-compiler) and the pinned Go generators into bin/tools
+	@command -v protoc >/dev/null || { apt-get install -y protobuf-compiler || { apt-get update && apt-get install -y protobuf-compiler; }; }
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+
+proto: tools ## regenerate the Go code under api/ from the .proto files
+	TOOLS=$(TOOLS) ./scripts/proto.sh
 
 clean: ## remove build output
 	rm -rf $(BIN) bench.txt
