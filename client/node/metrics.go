@@ -1,0 +1,47 @@
+package node
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	writes      *prometheus.CounterVec
+	redirects   *prometheus.CounterVec
+	exportBytes prometheus.Counter
+	importBytes prometheus.Counter
+	fenced      prometheus.Gauge
+	throttle    prometheus.Gauge
+}
+
+// newMetrics registers the node's metrics on reg; a nil reg keeps them
+// unregistered (they still count, nobody scrapes them).
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slotd_node_writes_total",
+			Help: "Writes through the node library, by result (ok, redirect, unavailable, error).",
+		}, []string{"result"}),
+		redirects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slotd_node_redirects_total",
+			Help: "Requests answered with a redirect, by kind (moved, ask).",
+		}, []string{"kind"}),
+		exportBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slotd_node_export_bytes_total",
+			Help: "Key and value bytes sent by slot exports and change streams.",
+		}),
+		importBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slotd_node_import_bytes_total",
+			Help: "Key and value bytes applied by slot imports.",
+		}),
+		fenced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "slotd_node_fenced_slots",
+			Help: "Slots currently fenced on this node.",
+		}),
+		throttle: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "slotd_node_export_throttle_bytes_per_second",
+			Help: "Current export throttle; 0 means unlimited.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.writes, m.redirects, m.exportBytes, m.importBytes, m.fenced, m.throttle)
+	}
+	return m
+}

@@ -1,0 +1,318 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slotd/slotd/slots"
+)
+
+// Config configures a Node. Zero values take the documented defaults.
+type Config struct {
+	// ID is the node's stable name in the directory (required).
+	ID string
+	// Store holds the data (required).
+	Store Store
+	// Map says who owns each slot (required); normally the SDK's map cache.
+	Map MapSource
+	// StateDir holds the library's own durable state: the fenced slots and
+	// the change logs of slots being exported (required; created if
+	// missing). Keep it on the same disk as the store's data.
+	StateDir string
+	// NoSync skips the fsync of change-log appends, trading durability of
+	// the capture for write latency. Fences are always synced.
+	NoSync bool
+	// ExportBytesPerSecond is the initial export throttle; 0 is unlimited.
+	// The mover changes it at run time.
+	ExportBytesPerSecond int64
+	// DropBytesPerSecond throttles the background deletion of handed-off
+	// slots when the mover gives no rate (default 8 MiB/s).
+	DropBytesPerSecond int64
+	// FenceRetryAfter is the retry delay suggested to writers of a fenced
+	// slot (default 50ms: a fence lasts until the commit, well under 100ms).
+	FenceRetryAfter time.Duration
+	// StatsWindow is the period over which writes per second are averaged
+	// (default 1m).
+	StatsWindow time.Duration
+	// Clock drives the export throttle (default: the real clock).
+	Clock Clock
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+	// Registerer receives the node's metrics (default: none registered).
+	Registerer prometheus.Registerer
+}
+
+// Validate reports the first missing or bad field.
+func (c *Config) Validate() error {
+	switch {
+	case c.ID == "":
+		return errors.New("node: Config.ID is required")
+	case c.Store == nil:
+		return errors.New("node: Config.Store is required")
+	case c.Map == nil:
+		return errors.New("node: Config.Map is required")
+	case c.StateDir == "":
+		return errors.New("node: Config.StateDir is required")
+	case c.ExportBytesPerSecond < 0:
+		return errors.New("node: Config.ExportBytesPerSecond must not be negative")
+	case c.DropBytesPerSecond < 0:
+		return errors.New("node: Config.DropBytesPerSecond must not be negative")
+	case c.FenceRetryAfter < 0:
+		return errors.New("node: Config.FenceRetryAfter must not be negative")
+	case c.StatsWindow < 0:
+		return errors.New("node: Config.StatsWindow must not be negative")
+	}
+	return nil
+}
+
+func (c *Config) withDefaults() Config {
+	d := *c
+	if d.DropBytesPerSecond == 0 {
+		d.DropBytesPerSecond = 8 << 20
+	}
+	if d.FenceRetryAfter == 0 {
+		d.FenceRetryAfter = 50 * time.Millisecond
+	}
+	if d.StatsWindow == 0 {
+		d.StatsWindow = time.Minute
+	}
+	if d.Clock == nil {
+		d.Clock = realClock{}
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	return d
+}
+
+// Node is the library a store embeds. It checks ownership and fences on every
+// request, captures writes to slots being exported, and implements the
+// migration protocol the mover drives. It is safe for concurrent use.
+type Node struct {
+	cfg      Config
+	store    Store
+	lg       *slog.Logger
+	m        *metrics
+	throttle *Throttle
+
+	// slotMu serialises writes, fences and imports per slot, so that a
+	// slot's change log has the order the store applied them in and a fence
+	// waits for writes in flight.
+	slotMu [slots.Count]sync.Mutex
+	fenced [slots.Count]atomic.Bool // written under slotMu and fenceMu
+	writes [slots.Count]atomic.Uint64
+
+	fenceMu sync.Mutex // guards fences and the fence file
+	fences  map[slots.Slot]FenceInfo
+
+	capMu    sync.Mutex // guards captures
+	captures map[slots.Slot]*capture
+
+	impMu   sync.Mutex // guards imports; each state also under its slotMu
+	imports map[slots.Slot]*ImportState
+
+	dropMu   sync.Mutex           // guards dropping
+	dropping map[slots.Slot]int64 // slot -> delete rate in bytes/s
+	dropWake chan struct{}
+
+	rateMu    sync.Mutex // guards the write-rate sample below
+	lastCount [slots.Count]uint64
+	lastRate  [slots.Count]float32
+
+	closed atomic.Bool
+}
+
+// New opens a node: it loads the persisted fences and change logs from
+// Config.StateDir. Call Run to start its background work and Close at the end.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("node: create state dir: %w", err)
+	}
+	fences, err := loadFences(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	caps, err := loadCaptures(cfg.StateDir, !cfg.NoSync)
+	if err != nil {
+		return nil, err
+	}
+	imports, err := loadImports(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:      cfg,
+		store:    cfg.Store,
+		lg:       cfg.Logger.With("node", cfg.ID),
+		m:        newMetrics(cfg.Registerer),
+		throttle: NewThrottle(cfg.ExportBytesPerSecond, cfg.Clock),
+		fences:   fences,
+		captures: caps,
+		imports:  imports,
+		dropping: make(map[slots.Slot]int64),
+		dropWake: make(chan struct{}, 1),
+	}
+	for s := range fences {
+		n.fenced[s.Int()].Store(true)
+		if c := caps[s]; c != nil {
+			c.setFence(true)
+		}
+	}
+	n.m.fenced.Set(float64(len(fences)))
+	n.m.throttle.Set(float64(cfg.ExportBytesPerSecond))
+	if len(fences) > 0 || len(caps) > 0 || len(imports) > 0 {
+		n.lg.Info("node state loaded", "fenced", len(fences), "captures", len(caps), "imports", len(imports))
+	}
+	return n, nil
+}
+
+// ID returns the node's id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// Close releases the change-log files; their contents stay for the next start.
+// Call it after Run has returned.
+func (n *Node) Close() error {
+	if !n.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	n.capMu.Lock()
+	defer n.capMu.Unlock()
+	var errs []error
+	for _, c := range n.captures {
+		errs = append(errs, c.close())
+	}
+	return errors.Join(errs...)
+}
+
+// Run does the node's background work — dropping handed-off slots, sampling
+// write rates — until ctx is done.
+func (n *Node) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); n.runDrops(ctx) }()
+	t := time.NewTicker(n.cfg.StatsWindow)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return nil
+		case now := <-t.C:
+			n.sampleRates(now.Sub(last))
+			last = now
+		}
+	}
+}
+
+func (n *Node) sampleRates(d time.Duration) {
+	n.rateMu.Lock()
+	defer n.rateMu.Unlock()
+	secs := d.Seconds()
+	for i := range n.writes {
+		c := n.writes[i].Load()
+		n.lastRate[i] = float32(float64(c-n.lastCount[i]) / secs)
+		n.lastCount[i] = c
+	}
+}
+
+// owner checks that this node owns slot s and returns the map's answer.
+func (n *Node) owner(s slots.Slot) (Owner, error) {
+	o, ok := n.cfg.Map.Owner(s)
+	if !ok {
+		return o, ErrNoMap
+	}
+	if o.ID != n.cfg.ID {
+		n.m.redirects.WithLabelValues("moved").Inc()
+		return o, &RedirectError{Kind: Moved, Slot: s, Owner: o.ID, Addr: o.Addr, Version: o.Version}
+	}
+	return o, nil
+}
+
+// CheckRead returns nil when this node may serve a read of key: it owns the
+// key's slot. A fenced slot still serves reads: its data is final until the
+// new owner takes over. Otherwise it returns a *RedirectError or ErrNoMap.
+func (n *Node) CheckRead(key []byte) error {
+	_, err := n.owner(slots.ForKey(key))
+	return err
+}
+
+// Write runs one write to key's slot through the library. It checks that this
+// node owns the slot and that the slot is not fenced, then, holding the
+// slot's write lock, calls prepare to compute the mutations (prepare may read
+// the store, e.g. to compare versions: no other write to the slot runs
+// meanwhile), applies them with Store.Apply and records them in the slot's
+// change log if the slot is being exported.
+//
+// It returns a *RedirectError (errors.Is ErrMoved), ErrNoMap or ErrFenced
+// without calling prepare, prepare's own error unchanged, ErrWrongSlot when a
+// mutation's key is in another slot, or the store's error.
+func (n *Node) Write(ctx context.Context, key []byte, prepare func() ([]Mutation, error)) error {
+	s := slots.ForKey(key)
+	if _, err := n.owner(s); err != nil {
+		n.m.writes.WithLabelValues(resultOf(err)).Inc()
+		return err
+	}
+	err := n.write(ctx, s, prepare)
+	n.m.writes.WithLabelValues(resultOf(err)).Inc()
+	return err
+}
+
+func (n *Node) write(ctx context.Context, s slots.Slot, prepare func() ([]Mutation, error)) error {
+	mu := &n.slotMu[s.Int()]
+	mu.Lock()
+	defer mu.Unlock()
+	if n.fenced[s.Int()].Load() {
+		return n.fencedError(s)
+	}
+	batch, err := prepare()
+	if err != nil {
+		return err
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	for _, m := range batch {
+		if slots.ForKey(m.Key) != s {
+			return fmt.Errorf("%w: key %q is in slot %d, write was for slot %d", ErrWrongSlot, m.Key, slots.ForKey(m.Key).Int(), s.Int())
+		}
+	}
+	if err := n.store.Apply(ctx, s, batch); err != nil {
+		return err
+	}
+	n.writes[s.Int()].Add(uint64(len(batch)))
+	if c := n.captureOf(s); c != nil {
+		// The store has the write but the log does not: fail the write so
+		// it is not acknowledged, and say loudly that the copy is now
+		// incomplete for an unacknowledged write.
+		if err := c.append(batch); err != nil {
+			n.lg.Error("change capture failed; the write is applied but not acknowledged", "slot", s.Int(), "err", err)
+			return err
+		}
+	}
+	return nil
+}
+
+func resultOf(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrMoved), errors.Is(err, ErrAsk):
+		return "redirect"
+	case errors.Is(err, ErrFenced), errors.Is(err, ErrNoMap):
+		return "unavailable"
+	}
+	return "error"
+}

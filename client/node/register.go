@@ -1,0 +1,158 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/slotd/slotd/api/slotdv1"
+)
+
+// RegistrarConfig configures a Registrar.
+type RegistrarConfig struct {
+	// Admin is slotd's Admin client (required).
+	Admin slotdv1.AdminClient
+	// Node is what to register: id and address required, zone and weight
+	// as the operator chose.
+	Node *slotdv1.Node
+	// MinBackoff and MaxBackoff bound the jittered exponential wait between
+	// attempts while slotd is unreachable (defaults 100ms and 5s).
+	MinBackoff, MaxBackoff time.Duration
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Validate reports the first missing or bad field.
+func (c *RegistrarConfig) Validate() error {
+	switch {
+	case c.Admin == nil:
+		return errors.New("node: RegistrarConfig.Admin is required")
+	case c.Node == nil || c.Node.GetId() == "" || c.Node.GetAddress() == "":
+		return errors.New("node: RegistrarConfig.Node needs an id and an address")
+	case c.MinBackoff < 0 || c.MaxBackoff < 0 || (c.MaxBackoff > 0 && c.MaxBackoff < c.MinBackoff):
+		return errors.New("node: RegistrarConfig backoffs must be positive with MinBackoff <= MaxBackoff")
+	}
+	return nil
+}
+
+// Registrar registers a node with slotd and keeps its liveness session alive
+// with heartbeats. While slotd is unreachable it retries with backoff; when a
+// heartbeat says the session expired it registers again.
+type Registrar struct {
+	cfg RegistrarConfig
+	lg  *slog.Logger
+
+	mu         sync.Mutex // guards the fields below
+	registered bool
+	state      slotdv1.NodeState
+	version    uint64
+}
+
+// NewRegistrar checks cfg and returns a Registrar; call Run.
+func NewRegistrar(cfg RegistrarConfig) (*Registrar, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MinBackoff == 0 {
+		cfg.MinBackoff = 100 * time.Millisecond
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Registrar{cfg: cfg, lg: cfg.Logger.With("node", cfg.Node.GetId())}, nil
+}
+
+// Registered reports whether the node holds a live session, with its state
+// and the directory version of the last answer.
+func (r *Registrar) Registered() (ok bool, state slotdv1.NodeState, version uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.registered, r.state, r.version
+}
+
+func (r *Registrar) set(ok bool, state slotdv1.NodeState, version uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.registered, r.state = ok, state
+	if version > r.version {
+		r.version = version
+	}
+}
+
+// Run registers and heartbeats until ctx is done.
+func (r *Registrar) Run(ctx context.Context) error {
+	backoff := r.cfg.MinBackoff
+	wait := func() bool {
+		d := backoff/2 + rand.N(backoff/2+1)
+		backoff = min(backoff*2, r.cfg.MaxBackoff)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	for {
+		resp, err := r.cfg.Admin.RegisterNode(ctx, &slotdv1.RegisterNodeRequest{Node: r.cfg.Node})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.lg.Warn("node registration failed; retrying", "err", err)
+			if !wait() {
+				return nil
+			}
+			continue
+		}
+		backoff = r.cfg.MinBackoff
+		r.set(true, resp.GetNode().GetState(), resp.GetVersion())
+		r.lg.Info("node registered", "state", resp.GetNode().GetState().String(), "version", resp.GetVersion())
+		interval := resp.GetHeartbeatInterval().AsDuration()
+		if interval <= 0 {
+			interval = time.Second
+		}
+		if !r.heartbeat(ctx, resp.GetSession(), interval) {
+			return nil
+		}
+		r.set(false, slotdv1.NodeState_NODE_STATE_UNSPECIFIED, 0)
+	}
+}
+
+// heartbeat renews the session every interval; it returns false when ctx is
+// done and true when the session is gone and the node must register again.
+func (r *Registrar) heartbeat(ctx context.Context, session string, interval time.Duration) bool {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		resp, err := r.cfg.Admin.Heartbeat(ctx, &slotdv1.HeartbeatRequest{NodeId: r.cfg.Node.GetId(), Session: session})
+		switch {
+		case err == nil:
+			r.set(true, resp.GetState(), resp.GetVersion())
+		case ctx.Err() != nil:
+			return false
+		case status.Code(err) == codes.NotFound:
+			r.lg.Warn("node session expired; registering again")
+			return true
+		default:
+			// slotd may be restarting; the session survives until its TTL,
+			// so keep beating at the same pace.
+			r.lg.Warn("heartbeat failed", "err", err)
+		}
+	}
+}

@@ -1,0 +1,11 @@
+// Package kvpb holds the protobuf messages and gRPC stubs of slotkv's client
+// API (kv.proto). Regenerate with `go generate ./slotkv/kvpb` after `make tools`.
+//
+// Usage:
+//
+//	kv := kvpb.NewKVClient(conn)
+//	put, err := kv.Put(ctx, &kvpb.PutRequest{Key: []byte("k"), Value: []byte("v")})
+//	_, err = kv.CompareAndSet(ctx, &kvpb.CompareAndSetRequest{Key: []byte("k"), ExpectedVersion: put.Version, Value: []byte("v2")})
+package kvpb
+
+//go:generate sh -c "PATH=../../bin/tools:$PATH protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative kv.proto"
