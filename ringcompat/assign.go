@@ -63,9 +63,7 @@ func InitialAssignment(nodes []Node, vnodes int) ([]string, error) {
 	for s := range slots.Count {
 		p := r.successor(SlotPosition(s))
 		for counts[r.owners[p]] >= caps[r.owners[p]] {
-			if p++; p == len(r.points) {
-				p = 0
-			}
+			p = r.next(p)
 		}
 		n := r.owners[p]
 		counts[n]++

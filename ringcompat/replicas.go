@@ -20,7 +20,7 @@ func (r *Ring) Replicas(key []byte, k int) []string {
 
 // ReplicasString is Replicas for a string key.
 func (r *Ring) ReplicasString(key string, k int) []string {
-	if len(r.points) == 0 {
+	if r.first == 0 {
 		return nil
 	}
 	return r.appendReplicas(nil, r.cfg.Hash.keyStr(key), k)
@@ -29,7 +29,7 @@ func (r *Ring) ReplicasString(key string, k int) []string {
 // AppendReplicas appends the replica set of key to dst and returns it. It
 // does not allocate when dst has room for k more ids and k <= 16.
 func (r *Ring) AppendReplicas(dst []string, key []byte, k int) []string {
-	if len(r.points) == 0 {
+	if r.first == 0 {
 		return dst
 	}
 	return r.appendReplicas(dst, r.cfg.Hash.key(key), k)
@@ -52,18 +52,20 @@ func (r *Ring) replicaIndexes(chosen []uint32, h uint64, k int) []uint32 {
 	}
 	base := len(chosen)
 	start := r.successor(h)
-	n := len(r.points)
+	n := r.NumPoints()
 	// Pass 1: a node from a zone not chosen yet, until every zone is used.
-	for j, want := 0, min(k, r.nzones); j < n && len(chosen)-base < want; j++ {
-		c := r.owners[(start+j)%n]
+	p := start
+	for j, want := 0, min(k, r.nzones); j < n && len(chosen)-base < want; j, p = j+1, r.next(p) {
+		c := r.owners[p]
 		if !r.zoneChosen(chosen[base:], c) {
 			chosen = append(chosen, c)
 		}
 	}
 	// Pass 2: fill with distinct nodes, same walk. It restarts from the key
 	// so that the order depends only on k, which keeps the prefix property.
-	for j := 0; j < n && len(chosen)-base < k; j++ {
-		c := r.owners[(start+j)%n]
+	p = start
+	for j := 0; j < n && len(chosen)-base < k; j, p = j+1, r.next(p) {
+		c := r.owners[p]
 		if !contains(chosen[base:], c) {
 			chosen = append(chosen, c)
 		}
@@ -108,7 +110,7 @@ func BoundedCap(load []uint64, eps float64) uint64 {
 // It returns ErrNoNodes on an empty ring and ErrBadLoad when len(load) is not
 // Len() or eps is negative or not a number. It does not allocate.
 func (r *Ring) LookupBounded(key []byte, load []uint64, eps float64) (string, error) {
-	if len(r.points) == 0 {
+	if r.first == 0 {
 		return "", fmt.Errorf("%w: the ring is empty", ErrNoNodes)
 	}
 	if len(load) != len(r.nodes) {
@@ -118,12 +120,12 @@ func (r *Ring) LookupBounded(key []byte, load []uint64, eps float64) (string, er
 		return "", fmt.Errorf("%w: eps %v must be >= 0", ErrBadLoad, eps)
 	}
 	limit := BoundedCap(load, eps)
-	start := r.successor(r.cfg.Hash.key(key))
-	for j := range r.points {
-		c := r.owners[(start+j)%len(r.points)]
-		if load[c] < limit {
+	p := r.successor(r.cfg.Hash.key(key))
+	for range r.NumPoints() {
+		if c := r.owners[p]; load[c] < limit {
 			return r.nodes[c].ID, nil
 		}
+		p = r.next(p)
 	}
 	// Unreachable for eps >= 0: the loads would sum past their own total.
 	return "", fmt.Errorf("%w: every node is at capacity %d", ErrBadLoad, limit)

@@ -3,6 +3,7 @@ package ringcompat
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -63,16 +64,24 @@ func (c Config) Validate() error {
 // without locks because nothing changes it after New: Add and Remove return a
 // new Ring (swap it in with a Holder).
 //
-// Points are kept as a sorted []uint64 with a parallel []uint32 of node
-// indexes: 12 bytes per point, and the binary search touches only the dense
-// uint64 array.
+// Points are kept in Eytzinger order (the breadth-first layout of an implicit
+// balanced search tree, as in Khuong and Morin, "Array layouts for
+// comparison-based searching") with a parallel []uint32 of node indexes: 12
+// bytes per point. A lookup's first levels share a few cache lines that stay
+// hot, and its loop has no unpredictable branch. At 1,000 nodes x 128 vnodes
+// it measured about twice as fast as a binary search of a sorted array, and
+// on par with a branchless one at 10 x 128 (BenchmarkSearchLayout).
 type Ring struct {
 	cfg    Config
 	nodes  []Node   // sorted by cfg.Hash.cmpID; a node's index is its position here
 	zones  []uint32 // zone class of each node; equal classes share a zone
 	nzones int      // number of distinct zone classes
-	points []uint64 // sorted ascending; ties broken by node index
-	owners []uint32 // owners[i] is the node index of points[i]
+	// keys[1:] are the points, sorted by (position, node index) in the
+	// in-order sequence of the tree whose node k has children 2k and 2k+1.
+	// keys[0] is unused so that the root is 1.
+	keys   []uint64
+	owners []uint32 // owners[k] is the node index of keys[k]
+	first  int      // tree position of the smallest point (0 when empty)
 }
 
 // New builds a ring over nodes. An empty node list gives an empty ring, whose
@@ -125,8 +134,8 @@ func build(cfg Config, nodes []Node, total int) *Ring {
 		cfg:    cfg,
 		nodes:  nodes,
 		zones:  make([]uint32, len(nodes)),
-		points: make([]uint64, 0, total),
-		owners: make([]uint32, total),
+		keys:   make([]uint64, total+1),
+		owners: make([]uint32, total+1),
 	}
 	zoneClass := make(map[string]uint32)
 	for i, n := range nodes {
@@ -166,9 +175,12 @@ func build(cfg Config, nodes []Node, total int) *Ring {
 		}
 		return cmp.Compare(a.n, b.n)
 	})
-	for i, e := range entries {
-		r.points = append(r.points, e.p)
-		r.owners[i] = e.n
+	if total > 0 {
+		// Walking the tree in order visits the sorted sequence.
+		r.first = r.leftmost(1)
+		for i, k := 0, r.first; i < total; i, k = i+1, r.next(k) {
+			r.keys[k], r.owners[k] = entries[i].p, entries[i].n
+		}
 	}
 	return r
 }
@@ -184,7 +196,7 @@ func (r *Ring) Nodes() []Node { return slices.Clone(r.nodes) }
 func (r *Ring) Len() int { return len(r.nodes) }
 
 // NumPoints returns the number of points on the ring.
-func (r *Ring) NumPoints() int { return len(r.points) }
+func (r *Ring) NumPoints() int { return len(r.keys) - 1 }
 
 // Index returns the index of node id in Nodes, and whether it is on the ring.
 func (r *Ring) Index(id string) (int, bool) {
@@ -219,41 +231,59 @@ func (r *Ring) Remove(ids ...string) (*Ring, error) {
 	return New(r.cfg, keep...)
 }
 
-// successor returns the index of the point that owns ring position h: the
-// first point at or after h (after h when StrictSuccessor), wrapping to 0.
-// The ring must not be empty.
+// successor returns the tree position of the point that owns ring position
+// h: the first point at or after h (after h when StrictSuccessor), wrapping
+// to the smallest point. The ring must not be empty.
+//
+// The descent takes the right child while the point is below h; the answer is
+// the last node where it went left. The borrow of bits.Sub64 is the
+// comparison as 0 or 1, so the loop has no branch to mispredict.
 func (r *Ring) successor(h uint64) int {
-	pts := r.points
-	lo, hi := 0, len(pts)
 	if r.cfg.StrictSuccessor {
-		for lo < hi {
-			m := int(uint(lo+hi) >> 1)
-			if pts[m] <= h {
-				lo = m + 1
-			} else {
-				hi = m
-			}
-		}
-	} else {
-		for lo < hi {
-			m := int(uint(lo+hi) >> 1)
-			if pts[m] < h {
-				lo = m + 1
-			} else {
-				hi = m
-			}
-		}
+		// First point > h is first point >= h+1. At h = max, h+1 wraps to 0,
+		// whose successor is the smallest point: the wrap seed 001 makes too.
+		h++
 	}
-	if lo == len(pts) {
-		return 0
+	keys := r.keys
+	k := 1
+	for k < len(keys) {
+		_, less := bits.Sub64(keys[k], h, 0)
+		k = 2*k + int(less)
 	}
-	return lo
+	// Drop the trailing right turns and the last left turn.
+	k >>= bits.TrailingZeros(^uint(k)) + 1
+	if k == 0 { // every point is below h
+		return r.first
+	}
+	return k
+}
+
+// next returns the tree position of the point after k clockwise, wrapping
+// from the largest to the smallest. Walking with it costs O(1) amortized.
+func (r *Ring) next(k int) int {
+	if 2*k+1 < len(r.keys) {
+		return r.leftmost(2*k + 1)
+	}
+	// Climb while k is a right child; the parent of the last left child is next.
+	k >>= bits.TrailingZeros(^uint(k)) + 1
+	if k == 0 {
+		return r.first
+	}
+	return k
+}
+
+// leftmost returns the smallest position in the subtree rooted at k.
+func (r *Ring) leftmost(k int) int {
+	for 2*k < len(r.keys) {
+		k *= 2
+	}
+	return k
 }
 
 // Lookup returns the node owning key, or false on an empty ring. It does not
 // allocate.
 func (r *Ring) Lookup(key []byte) (string, bool) {
-	if len(r.points) == 0 {
+	if r.first == 0 {
 		return "", false
 	}
 	return r.nodes[r.owners[r.successor(r.cfg.Hash.key(key))]].ID, true
@@ -261,7 +291,7 @@ func (r *Ring) Lookup(key []byte) (string, bool) {
 
 // LookupString is Lookup for a string key. It does not allocate.
 func (r *Ring) LookupString(key string) (string, bool) {
-	if len(r.points) == 0 {
+	if r.first == 0 {
 		return "", false
 	}
 	return r.nodes[r.owners[r.successor(r.cfg.Hash.keyStr(key))]].ID, true
@@ -270,7 +300,7 @@ func (r *Ring) LookupString(key string) (string, bool) {
 // LookupHash returns the index (in Nodes) of the node owning ring position h,
 // or -1 on an empty ring. Callers that hash keys themselves use it.
 func (r *Ring) LookupHash(h uint64) int {
-	if len(r.points) == 0 {
+	if r.first == 0 {
 		return -1
 	}
 	return int(r.owners[r.successor(h)])
