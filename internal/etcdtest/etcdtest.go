@@ -40,10 +40,10 @@ func WithFsync() Option { return func(o *options) { o.fsync = true } }
 // methods are safe for concurrent use, except Restart, which must not race
 // with itself.
 type Cluster struct {
-	dir        string
-	clientURL  url.URL
-	peerURL    url.URL
-	opts       options
+	dir       string
+	clientURL url.URL
+	peerURL   url.URL
+	opts      options
 
 	mu      sync.Mutex // guards etcd and clients
 	etcd    *embed.Etcd
