@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes scripts can rely on.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the command failed: server unreachable, I/O, a move failed
+	exitUsage   = 2 // bad flags or arguments: nothing was sent
+	exitRefused = 3 // refused: the cluster changed or a precondition failed; nothing changed
+)
+
+// usageError marks an error in the command line itself.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// refusedError marks a request the cluster refused without changing anything.
+type refusedError struct{ err error }
+
+func (e refusedError) Error() string { return e.err.Error() }
+func (e refusedError) Unwrap() error { return e.err }
+
+// globals are the flags every command shares.
+type globals struct {
+	endpoints string
+	timeout   time.Duration
+	output    string
+	stdin     io.Reader
+	stdout    io.Writer
+	stderr    io.Writer
+}
+
+func (g *globals) endpointList() []string {
+	var out []string
+	for e := range strings.SplitSeq(g.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func newRootCmd(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "slotctl",
+		Short: "Operate a slotd cluster: slot map, nodes, planned rebalances",
+		Long: `slotctl drives a slotd cluster. Every change is planned and shown before it is
+applied, moves one slot at a time under a throttle, and can be paused, cancelled
+or rolled back.
+
+Exit codes: 0 success, 1 failure, 2 usage error, 3 refused (the cluster changed
+or a precondition failed; nothing changed).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	defEndpoints := os.Getenv("SLOTCTL_ENDPOINTS")
+	if defEndpoints == "" {
+		defEndpoints = "127.0.0.1:7400"
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.endpoints, "endpoints", defEndpoints, "slotd gRPC endpoints, comma-separated (env SLOTCTL_ENDPOINTS)")
+	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "timeout of each request to slotd")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if g.output != "table" && g.output != "json" {
+			return usagef("unknown output format %q; use -o table or -o json", g.output)
+		}
+		return nil
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetIn(g.stdin)
+	root.SetOut(g.stdout)
+	root.SetErr(g.stderr)
+	for _, add := range commands {
+		root.AddCommand(add(g))
+	}
+	return root
+}
+
+// commands is filled by each command's file in init, so adding a command
+// touches only its own file.
+var commands []func(*globals) *cobra.Command
+
+func register(f func(*globals) *cobra.Command) { commands = append(commands, f) }
+
+// run executes the command line and returns the process exit code. Errors
+// are one line on stderr.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := newRootCmd(g)
+	root.SetArgs(args)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "slotctl: %s\n", oneLine(err.Error()))
+	return exitCode(err)
+}
+
+func exitCode(err error) int {
+	var ue usageError
+	var re refusedError
+	switch {
+	case errors.As(err, &ue), isCobraUsage(err):
+		return exitUsage
+	case errors.As(err, &re):
+		return exitRefused
+	default:
+		return exitFailure
+	}
+}
+
+// isCobraUsage recognizes cobra's own argument errors, which are plain.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "accepts ") ||
+		strings.HasPrefix(msg, "requires at least") || strings.HasPrefix(msg, "unknown flag") ||
+		strings.HasPrefix(msg, "unknown shorthand flag") || strings.HasPrefix(msg, "invalid argument")
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
