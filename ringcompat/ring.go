@@ -1,7 +1,6 @@
 package ringcompat
 
 import (
-	"cmp"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -157,10 +156,6 @@ func build(cfg Config, nodes []Node, total int) *Ring {
 		}
 	}
 
-	type entry struct {
-		p uint64
-		n uint32
-	}
 	entries := make([]entry, 0, total)
 	var buf []uint64
 	for i, n := range nodes {
@@ -169,12 +164,9 @@ func build(cfg Config, nodes []Node, total int) *Ring {
 			entries = append(entries, entry{p, uint32(i)})
 		}
 	}
-	slices.SortFunc(entries, func(a, b entry) int {
-		if c := cmp.Compare(a.p, b.p); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.n, b.n)
-	})
+	// Entries are in node order, and the radix sort is stable, so equal
+	// positions stay ordered by node index.
+	entries = radixSort(entries, make([]entry, len(entries)))
 	if total > 0 {
 		// Walking the tree in order visits the sorted sequence.
 		r.first = r.leftmost(1)
@@ -183,6 +175,44 @@ func build(cfg Config, nodes []Node, total int) *Ring {
 		}
 	}
 	return r
+}
+
+// entry is a point during a build.
+type entry struct {
+	p uint64 // position
+	n uint32 // node index
+}
+
+// radixSort sorts entries by position, stably, with eight passes of a
+// byte-wide LSD radix sort through tmp (same length). It returns the sorted
+// slice, which is entries or tmp. Against a comparison sort it cuts the build
+// of a 1,000 x 128 ring several times, and the build is most of Add and Remove.
+func radixSort(entries, tmp []entry) []entry {
+	if len(entries) == 0 {
+		return entries
+	}
+	var counts [256]int
+	for shift := uint(0); shift < 64; shift += 8 {
+		counts = [256]int{}
+		for _, e := range entries {
+			counts[byte(e.p>>shift)]++
+		}
+		if counts[byte(entries[0].p>>shift)] == len(entries) {
+			continue // every entry has the same byte here
+		}
+		sum := 0
+		for i, c := range counts {
+			counts[i] = sum
+			sum += c
+		}
+		for _, e := range entries {
+			d := byte(e.p >> shift)
+			tmp[counts[d]] = e
+			counts[d]++
+		}
+		entries, tmp = tmp, entries
+	}
+	return entries
 }
 
 // Config returns the configuration the ring was built with, defaults filled in.
