@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -98,6 +99,29 @@ var MD5 = PointHash{
 	},
 	checkID: func(string) error { return nil },
 	cmpID:   strings.Compare,
+}
+
+// CustomHash returns a point hash made of two functions, for rings that must
+// match another implementation: key places a key, point places the i-th
+// (0-based) point of node id. Both must be pure, and key must neither modify
+// nor keep its argument (string keys are passed without a copy). Ties between
+// points break by node id in byte order.
+func CustomHash(name string, key func([]byte) uint64, point func(id string, i int) uint64) PointHash {
+	return PointHash{
+		name: name,
+		key:  key,
+		keyStr: func(s string) uint64 {
+			return key(unsafe.Slice(unsafe.StringData(s), len(s)))
+		},
+		points: func(dst []uint64, id string, n int) []uint64 {
+			for i := 0; i < n; i++ {
+				dst = append(dst, point(id, i))
+			}
+			return dst
+		},
+		checkID: func(string) error { return nil },
+		cmpID:   strings.Compare,
+	}
 }
 
 // HashByName returns the point hash called name: "xxhash", "seed000" or
