@@ -226,7 +226,7 @@ func (r *Ring) Nodes() []Node { return slices.Clone(r.nodes) }
 func (r *Ring) Len() int { return len(r.nodes) }
 
 // NumPoints returns the number of points on the ring.
-func (r *Ring) NumPoints() int { return len(r.keys) - 1 }
+func (r *Ring) NumPoints() int { return max(0, len(r.keys)-1) } // the zero Ring has no keys[0]
 
 // Index returns the index of node id in Nodes, and whether it is on the ring.
 func (r *Ring) Index(id string) (int, bool) {

@@ -431,6 +431,17 @@ func TestEmptyRing(t *testing.T) {
 	if got := r.LookupHash(7); got != -1 {
 		t.Errorf("LookupHash on an empty ring = %d", got)
 	}
+	var zero Ring
+	if _, ok := zero.LookupString("k"); ok || zero.NumPoints() != 0 || zero.Len() != 0 {
+		t.Errorf("the zero Ring is not empty: %d points, %d nodes", zero.NumPoints(), zero.Len())
+	}
+	grown, err := zero.Add(Node{ID: "a", Weight: 1})
+	if err != nil {
+		t.Fatalf("Add on the zero Ring: %v", err)
+	}
+	if grown.NumPoints() != DefaultVNodes {
+		t.Errorf("Add on the zero Ring gave %d points, want %d", grown.NumPoints(), DefaultVNodes)
+	}
 }
 
 func TestHashByName(t *testing.T) {
