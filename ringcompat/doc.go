@@ -2,28 +2,32 @@
 // produces slotd's initial slot assignment, and a drop-in for teams that
 // still route keys with rings.
 //
-// It reproduces the ring of seed 000 bit for bit (the Seed000 point hash) and
-// seed 001's md5 ring (the MD5 point hash with StrictSuccessor), and adds
-// named nodes with weights and zones, zone-aware replica sets, bounded-load
-// lookups, rendezvous hashing and jump hashing.
+// It reproduces the ring of seed 000 bit for bit (the Seed000 point hash,
+// pinned by testdata/ring_seed000.tsv) and seed 001's md5 ring (the MD5 point
+// hash with Config.StrictSuccessor, pinned by its table), and adds named
+// nodes with weights and zones, zone-aware replica sets, bounded-load
+// lookups, and, beside the ring, rendezvous hashing and jump hashing.
 //
 // Rings are immutable: Add and Remove return a new ring, and a Holder swaps
-// rings atomically so that lookups never lock.
+// rings atomically, so lookups never lock and never allocate.
 //
 // Usage:
 //
-//	r, err := ringcompat.New(ringcompat.Config{}, // xxhash, 128 vnodes per unit of weight
+//	r, err := ringcompat.New(ringcompat.Config{}, // xxhash, 128 points per unit of weight
 //		ringcompat.Node{ID: "cache-1", Weight: 1, Zone: "a"},
 //		ringcompat.Node{ID: "cache-2", Weight: 2, Zone: "b"},
 //	)
-//	owner, ok := r.LookupString("user:1042")
-//	replicas := r.Replicas([]byte("user:1042"), 2)
+//	h := ringcompat.NewHolder(r)
+//	owner, ok := h.Load().LookupString("user:1042")
+//	replicas := h.Load().ReplicasString("user:1042", 2) // owner first, then another zone
 //
-//	var h ringcompat.Holder
-//	h.Store(r)
-//	r2, err := h.Load().Add(ringcompat.Node{ID: "cache-3", Weight: 1})
+//	// A membership change builds a new ring and swaps it in.
+//	_, err = h.Update(func(r *ringcompat.Ring) (*ringcompat.Ring, error) {
+//		return r.Add(ringcompat.Node{ID: "cache-3", Weight: 1, Zone: "a"})
+//	})
 //
-// The initial owners of the 16,384 slots:
+// The initial owners of the 16,384 slots (index = slot number), by the rule
+// documented on InitialAssignment:
 //
 //	owners, err := ringcompat.InitialAssignment(nodes, ringcompat.DefaultVNodes)
 package ringcompat
