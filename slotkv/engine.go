@@ -1,0 +1,208 @@
+package slotkv
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/slotd/slotd/client/node"
+	"github.com/slotd/slotd/slots"
+)
+
+var (
+	// ErrEmptyKey is returned for a request with an empty key.
+	ErrEmptyKey = errors.New("slotkv: key must not be empty")
+	// ErrCorrupt is returned when a stored value is too short to hold its
+	// version: the data file was changed by something else.
+	ErrCorrupt = errors.New("slotkv: stored value is corrupt")
+)
+
+// dataBucket holds every key as 2-byte big-endian slot || user key, so that
+// one slot is one contiguous range and a slot scan is one cursor walk.
+// A value is 8-byte big-endian version || user value: the version travels
+// with the value when a slot is copied, so a copy is byte-for-byte equal.
+var dataBucket = []byte("data")
+
+// EngineOptions configures an Engine.
+type EngineOptions struct {
+	// NoSync skips the fsync at each commit. Default false: a write is on
+	// disk before it is acknowledged. With NoSync a process crash loses
+	// nothing (the page cache survives) but a machine crash can lose the
+	// last writes.
+	NoSync bool
+}
+
+// Engine is slotkv's storage: one bbolt file. It implements node.Store and
+// is safe for concurrent use.
+type Engine struct {
+	db *bolt.DB
+}
+
+var _ node.Store = (*Engine)(nil)
+
+// OpenEngine opens or creates the data file at path.
+func OpenEngine(path string, opts EngineOptions) (*Engine, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoSync: opts.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("slotkv: open %s: %w (is another slotkv using this data dir?)", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(dataBucket)
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("slotkv: init %s: %w", path, err)
+	}
+	return &Engine{db: db}, nil
+}
+
+// Close closes the data file.
+func (e *Engine) Close() error { return e.db.Close() }
+
+func slotPrefix(s slots.Slot) []byte {
+	return binary.BigEndian.AppendUint16(nil, s.Uint16())
+}
+
+func dbKey(s slots.Slot, key []byte) []byte {
+	return append(slotPrefix(s), key...)
+}
+
+// EncodeValue returns the stored form of a user value at a version.
+func EncodeValue(version uint64, value []byte) []byte {
+	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(value)), version), value...)
+}
+
+// DecodeValue splits a stored value into version and user value.
+func DecodeValue(raw []byte) (version uint64, value []byte, err error) {
+	if len(raw) < 8 {
+		return 0, nil, ErrCorrupt
+	}
+	return binary.BigEndian.Uint64(raw), raw[8:], nil
+}
+
+// Get returns the stored value of key (version || user value), nil if absent.
+func (e *Engine) Get(key []byte) (raw []byte, err error) {
+	if len(key) == 0 {
+		return nil, ErrEmptyKey
+	}
+	err = e.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(dataBucket).Get(dbKey(slots.ForKey(key), key)); v != nil {
+			raw = bytes.Clone(v)
+		}
+		return nil
+	})
+	return raw, err
+}
+
+// Scan implements node.Store.
+func (e *Engine) Scan(ctx context.Context, s slots.Slot, cursor []byte, maxBytes int) ([]node.Entry, []byte, error) {
+	var out []node.Entry
+	var next []byte
+	err := e.db.View(func(tx *bolt.Tx) error {
+		prefix := slotPrefix(s)
+		c := tx.Bucket(dataBucket).Cursor()
+		var k, v []byte
+		if cursor == nil {
+			k, v = c.Seek(prefix)
+		} else {
+			k, v = c.Seek(dbKey(s, cursor))
+			if k != nil && bytes.Equal(k[2:], cursor) && bytes.HasPrefix(k, prefix) {
+				k, v = c.Next() // the cursor is the last key already returned
+			}
+		}
+		size := 0
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if size >= maxBytes && len(out) > 0 {
+				next = bytes.Clone(out[len(out)-1].Key)
+				return nil
+			}
+			e := node.Entry{Key: bytes.Clone(k[2:]), Value: bytes.Clone(v)}
+			size += len(e.Key) + len(e.Value)
+			out = append(out, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("slotkv: scan slot %d: %w", s.Int(), err)
+	}
+	return out, next, ctx.Err()
+}
+
+// Apply implements node.Store: one bbolt transaction per batch.
+func (e *Engine) Apply(ctx context.Context, s slots.Slot, batch []node.Mutation) error {
+	err := e.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(dataBucket)
+		for _, m := range batch {
+			if len(m.Key) == 0 {
+				return ErrEmptyKey
+			}
+			k := dbKey(s, m.Key)
+			if m.Delete {
+				if err := b.Delete(k); err != nil {
+					return err
+				}
+				continue
+			}
+			if len(m.Value) < 8 {
+				return fmt.Errorf("%w: value of %q has no version", ErrCorrupt, m.Key)
+			}
+			if err := b.Put(k, m.Value); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("slotkv: apply to slot %d: %w", s.Int(), err)
+	}
+	return nil
+}
+
+// DeleteSlot implements node.Store.
+func (e *Engine) DeleteSlot(ctx context.Context, s slots.Slot, maxKeys int) (done bool, err error) {
+	err = e.db.Update(func(tx *bolt.Tx) error {
+		prefix := slotPrefix(s)
+		c := tx.Bucket(dataBucket).Cursor()
+		n := 0
+		for k, _ := c.Seek(prefix); ; k, _ = c.Seek(prefix) {
+			if k == nil || !bytes.HasPrefix(k, prefix) {
+				done = true
+				return nil
+			}
+			if n == maxKeys {
+				return nil
+			}
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			n++
+		}
+	})
+	if err != nil {
+		return false, fmt.Errorf("slotkv: delete slot %d: %w", s.Int(), err)
+	}
+	return done, nil
+}
+
+// SlotSize implements node.Store by walking the slot's range.
+func (e *Engine) SlotSize(ctx context.Context, s slots.Slot) (keys, size int64, err error) {
+	err = e.db.View(func(tx *bolt.Tx) error {
+		prefix := slotPrefix(s)
+		c := tx.Bucket(dataBucket).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			keys++
+			size += int64(len(k) - 2 + len(v))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("slotkv: size of slot %d: %w", s.Int(), err)
+	}
+	return keys, size, nil
+}

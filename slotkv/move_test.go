@@ -1,0 +1,490 @@
+package slotkv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/slotd/slotd/api/redirect"
+	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/client/node"
+	"github.com/slotd/slotd/slotkv/kvpb"
+	"github.com/slotd/slotd/slots"
+)
+
+// acked is what a writer knows it wrote: the last acknowledged state of
+// every key it touched.
+type acked struct {
+	mu      sync.Mutex // guards the maps
+	value   map[string][]byte
+	version map[string]uint64
+	deleted map[string]bool
+}
+
+func newAcked() *acked {
+	return &acked{value: map[string][]byte{}, version: map[string]uint64{}, deleted: map[string]bool{}}
+}
+
+func (a *acked) put(k []byte, v []byte, ver uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.value[string(k)], a.version[string(k)], a.deleted[string(k)] = v, ver, false
+}
+
+func (a *acked) del(k []byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.value, string(k))
+	a.version[string(k)], a.deleted[string(k)] = 0, true
+}
+
+// write does one random write (put, compare-and-set or delete) of a key and
+// records it once acknowledged. It returns the error of an unacknowledged
+// write; a failed compare-and-set (a lost update) is reported on t.
+func (a *acked) write(ctx context.Context, t testing.TB, kv kvpb.KVClient, key []byte, r *rand.Rand, i int) error {
+	val := fmt.Appendf(nil, "v%d-%x", i, r.Uint64())
+	switch r.IntN(10) {
+	case 0:
+		if _, err := kv.Delete(ctx, &kvpb.DeleteRequest{Key: key}); err != nil {
+			return err
+		}
+		a.del(key)
+	case 1, 2, 3:
+		a.mu.Lock()
+		exp := a.version[string(key)]
+		a.mu.Unlock()
+		resp, err := kv.CompareAndSet(ctx, &kvpb.CompareAndSetRequest{Key: key, ExpectedVersion: exp, Value: val})
+		if err != nil {
+			return err
+		}
+		if !resp.Swapped {
+			t.Errorf("lost update: %s at version %d, store has %d", key, exp, resp.Version)
+			return nil
+		}
+		a.put(key, val, resp.Version)
+	default:
+		resp, err := kv.Put(ctx, &kvpb.PutRequest{Key: key, Value: val})
+		if err != nil {
+			return err
+		}
+		a.put(key, val, resp.Version)
+	}
+	return nil
+}
+
+// verify checks that kv holds exactly the acknowledged state of slot s.
+func (a *acked) verify(ctx context.Context, t testing.TB, kv kvpb.KVClient, s slots.Slot) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, ver := range a.version {
+		if slots.ForString(k) != s {
+			continue
+		}
+		got, err := kv.Get(ctx, &kvpb.GetRequest{Key: []byte(k)})
+		if err != nil {
+			t.Fatalf("get %s: %v", k, err)
+		}
+		if a.deleted[k] {
+			if got.Found {
+				t.Errorf("%s: deleted, but found at version %d", k, got.Version)
+			}
+			continue
+		}
+		if !got.Found || !bytes.Equal(got.Value, a.value[k]) || got.Version != ver {
+			t.Errorf("%s: acknowledged %q@%d, store has %q@%d (found %v)", k, a.value[k], ver, got.Value, got.Version, got.Found)
+		}
+	}
+}
+
+func fencedErr(err error) bool {
+	_, ok := redirect.FencedFromError(err)
+	return ok && status.Code(err) == codes.Unavailable
+}
+
+// TestCopySlotWhileWriting moves one slot from a to b the way the mover does
+// while a writer keeps writing to it: after catch-up and fence the target
+// holds every acknowledged write byte for byte; the source then answers
+// MOVED and drops its copy.
+func TestCopySlotWhileWriting(t *testing.T) {
+	ctx := ctxT(t)
+	m := new(node.StaticMap)
+	a := startNode(t, "a", t.TempDir(), m, nodeOpts{noSync: true})
+	b := startNode(t, "b", t.TempDir(), m, nodeOpts{noSync: true})
+	m.SetAll("a", a.addr)
+	m.Set("b", b.addr)
+
+	keys, s := keysIn("moving", 500)
+	other, otherSlot := keysIn("staying", 20)
+	if otherSlot == s {
+		t.Fatal("test keys share a slot")
+	}
+	ack := newAcked()
+	r := rand.New(rand.NewPCG(1, 2))
+	for i, k := range append(keys, other...) {
+		if err := ack.write(ctx, t, a.kv, k, r, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The writer runs until the fence turns it away.
+	var wg sync.WaitGroup
+	var writes int
+	var writerErr error
+	started := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		wr := rand.New(rand.NewPCG(3, 4))
+		for i := 0; ; i++ {
+			if i == 50 {
+				close(started)
+			}
+			err := ack.write(ctx, t, a.kv, keys[wr.IntN(len(keys))], wr, i)
+			if fencedErr(err) {
+				writes = i
+				return
+			}
+			if err != nil {
+				writerErr = err
+				if i < 50 {
+					close(started)
+				}
+				return
+			}
+		}
+	}()
+	<-started
+
+	const move = "move-1"
+	batches := exportAll(ctx, t, a, s, move, nil, 4<<10)
+	if len(batches) < 3 {
+		t.Fatalf("want several batches, got %d", len(batches))
+	}
+	importBatches(ctx, t, b, s, move, batches, 1)
+	last, _ := replayChanges(ctx, t, a, b, s, move, batches[0].SnapshotSeq, false)
+	last, _ = replayChanges(ctx, t, a, b, s, move, last, false)
+	fr, err := a.store.Fence(ctx, &slotdv1.FenceRequest{Slot: uint32(s.Int()), MoveId: move, Version: m.Version()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, fence := replayChanges(ctx, t, a, b, s, move, last, true)
+	if fence != fr.FenceSeq || last != fr.FenceSeq {
+		t.Fatalf("drain ended at %d with fence %d; Fence said %d", last, fence, fr.FenceSeq)
+	}
+	wg.Wait()
+	if writerErr != nil {
+		t.Fatalf("writer: %v", writerErr)
+	}
+	if writes < 50 {
+		t.Fatalf("writer made only %d writes during the move", writes)
+	}
+
+	ca, cb := checksum(ctx, t, a, s), checksum(ctx, t, b, s)
+	if ca.Keys == 0 || !bytes.Equal(ca.Sha256, cb.Sha256) || ca.Keys != cb.Keys || ca.Bytes != cb.Bytes {
+		t.Fatalf("checksums differ: source %d keys %d bytes %x, target %d keys %d bytes %x", ca.Keys, ca.Bytes, ca.Sha256, cb.Keys, cb.Bytes, cb.Sha256)
+	}
+	if cs := checksum(ctx, t, b, otherSlot); cs.Keys != 0 {
+		t.Fatalf("another slot leaked to the target: %d keys", cs.Keys)
+	}
+
+	// Commit: the directory now says b owns the slot.
+	m.Set("b", b.addr, s)
+	ack.verify(ctx, t, b.kv, s)
+	_, err = a.kv.Get(ctx, &kvpb.GetRequest{Key: keys[0]})
+	rd, ok := redirect.FromError(err)
+	if !ok || rd.Kind != redirect.Moved || rd.Addr != b.addr || rd.Owner != "b" || rd.Version != m.Version() || rd.Slot != s {
+		t.Fatalf("source after commit: got %v (%+v), want MOVED to b at %s version %d", err, rd, b.addr, m.Version())
+	}
+	// Writes continue on the target, versions intact.
+	for i, k := range keys[:20] {
+		if err := ack.write(ctx, t, b.kv, k, r, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Hand-off done: the source drops its copy in the background.
+	if _, err := a.store.EndCapture(ctx, &slotdv1.EndCaptureRequest{Slot: uint32(s.Int()), MoveId: move}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.DropSlot(ctx, &slotdv1.DropSlotRequest{Slot: uint32(s.Int()), Version: m.Version() + 1, MoveId: move}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("drop at a version the node has not seen: %v, want Unavailable", err)
+	}
+	if _, err := b.store.DropSlot(ctx, &slotdv1.DropSlotRequest{Slot: uint32(s.Int()), Version: m.Version()}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("drop on the owner: %v, want FailedPrecondition", err)
+	}
+	otherBefore := checksum(ctx, t, a, otherSlot)
+	dr, err := a.store.DropSlot(ctx, &slotdv1.DropSlotRequest{Slot: uint32(s.Int()), Version: m.Version(), MoveId: move})
+	if err != nil || !dr.Started {
+		t.Fatalf("drop: %v %v", dr, err)
+	}
+	eventually(t, "source drop", func() bool {
+		st, err := a.store.SlotStats(ctx, &slotdv1.SlotStatsRequest{Slots: []uint32{uint32(s.Int())}})
+		return err == nil && st.Slots[0].Keys == 0 && !st.Slots[0].Dropping && !st.Slots[0].Fenced
+	})
+	if cs := checksum(ctx, t, a, otherSlot); cs.Keys == 0 || !bytes.Equal(cs.Sha256, otherBefore.Sha256) {
+		t.Fatalf("drop touched another slot: %d keys left of %d", cs.Keys, otherBefore.Keys)
+	}
+}
+
+// TestImportTwice imports the same batches twice, both as a retry of one move
+// (skipped by batch sequence) and as a fresh move (applied again): the
+// target's checksum does not change.
+func TestImportTwice(t *testing.T) {
+	ctx := ctxT(t)
+	m := new(node.StaticMap)
+	a := startNode(t, "a", t.TempDir(), m, nodeOpts{noSync: true})
+	b := startNode(t, "b", t.TempDir(), m, nodeOpts{noSync: true})
+	m.SetAll("a", a.addr)
+	m.Set("b", b.addr)
+	keys, s := keysIn("twice", 300)
+	ack := newAcked()
+	r := rand.New(rand.NewPCG(5, 6))
+	for i, k := range keys {
+		if err := ack.write(ctx, t, a.kv, k, r, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batches := exportAll(ctx, t, a, s, "m1", nil, 2<<10)
+	if dups := importBatches(ctx, t, b, s, "m1", batches, 1); dups != 0 {
+		t.Fatalf("first import reported %d duplicates", dups)
+	}
+	want := checksum(ctx, t, a, s)
+	for _, tc := range []struct {
+		name     string
+		move     string
+		wantDups int
+	}{
+		{"same move, retried", "m1", len(batches)},
+		{"new move, applied again", "m2", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if dups := importBatches(ctx, t, b, s, tc.move, batches, 1); dups != tc.wantDups {
+				t.Fatalf("duplicates %d, want %d", dups, tc.wantDups)
+			}
+			if got := checksum(ctx, t, b, s); !bytes.Equal(got.Sha256, want.Sha256) || got.Keys != want.Keys {
+				t.Fatalf("target %d keys %x, source %d keys %x", got.Keys, got.Sha256, want.Keys, want.Sha256)
+			}
+		})
+	}
+	// Out-of-order imports change nothing and say why.
+	_, err := b.store.Import(ctx, &slotdv1.ImportRequest{Slot: uint32(s.Int()), MoveId: "m2", Batch: &slotdv1.ImportRequest_Snapshot{Snapshot: &slotdv1.SnapshotImport{BatchSeq: uint64(len(batches) + 2)}}})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("gap in batches: %v, want FailedPrecondition", err)
+	}
+	_, err = b.store.Import(ctx, &slotdv1.ImportRequest{Slot: uint32(s.Int()), MoveId: "m2", Batch: &slotdv1.ImportRequest_Snapshot{Snapshot: &slotdv1.SnapshotImport{
+		BatchSeq: uint64(len(batches) + 1), Entries: []*slotdv1.Entry{{Key: []byte("not-in-the-slot"), Value: EncodeValue(1, nil)}},
+	}}})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("key of another slot: %v, want InvalidArgument", err)
+	}
+	if got := checksum(ctx, t, b, s); !bytes.Equal(got.Sha256, want.Sha256) {
+		t.Fatal("a refused import changed the target")
+	}
+}
+
+// TestExportResumesAfterSourceRestart exports part of a slot, restarts the
+// source (writes before and after), resumes from the cursor and catches up:
+// the target equals the source, no key came twice and none was skipped.
+func TestExportResumesAfterSourceRestart(t *testing.T) {
+	ctx := ctxT(t)
+	m := new(node.StaticMap)
+	a := startNode(t, "a", t.TempDir(), m, nodeOpts{})
+	b := startNode(t, "b", t.TempDir(), m, nodeOpts{})
+	m.SetAll("a", a.addr)
+	m.Set("b", b.addr)
+	keys, s := keysIn("resume", 400)
+	ack := newAcked()
+	r := rand.New(rand.NewPCG(7, 8))
+	for i, k := range keys {
+		v := fmt.Appendf(nil, "initial-%d", i)
+		resp, err := a.kv.Put(ctx, &kvpb.PutRequest{Key: k, Value: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ack.put(k, v, resp.Version)
+	}
+	const move = "move-r"
+	// Take the first few batches, as a mover that crashed (or whose source
+	// did) would have.
+	st, err := a.store.Export(ctx, &slotdv1.ExportRequest{Slot: uint32(s.Int()), MoveId: move, MaxBatchBytes: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first []*slotdv1.ExportBatch
+	for range 3 {
+		bt, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = append(first, bt)
+	}
+	importBatches(ctx, t, b, s, move, first, 1)
+	// Writes before the restart, to keys on both sides of the cursor.
+	for i := range 100 {
+		if err := ack.write(ctx, t, a.kv, keys[r.IntN(len(keys))], r, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a = a.restart(nodeOpts{})
+	m.SetAll("a", a.addr)
+	m.Set("b", b.addr)
+	for i := range 100 {
+		if err := ack.write(ctx, t, a.kv, keys[r.IntN(len(keys))], r, 100+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The target tells a restarted mover where to go on.
+	is, err := b.store.ImportStatus(ctx, &slotdv1.ImportStatusRequest{Slot: uint32(s.Int()), MoveId: move})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if is.LastBatchSeq != 3 || is.SnapshotDone {
+		t.Fatalf("import status %+v, want 3 batches, snapshot not done", is)
+	}
+	rest := exportAll(ctx, t, a, s, move, is.Cursor, 2<<10)
+	importBatches(ctx, t, b, s, move, rest, is.LastBatchSeq+1)
+
+	seen := map[string]bool{}
+	var prev []byte
+	for _, bt := range append(first, rest...) {
+		if bt.SnapshotSeq != first[0].SnapshotSeq {
+			t.Fatalf("snapshot seq changed across the restart: %d then %d", first[0].SnapshotSeq, bt.SnapshotSeq)
+		}
+		for _, e := range bt.Entries {
+			if seen[string(e.Key)] || bytes.Compare(e.Key, prev) <= 0 {
+				t.Fatalf("key %s exported twice or out of order", e.Key)
+			}
+			seen[string(e.Key)] = true
+			prev = e.Key
+		}
+	}
+	last, _ := replayChanges(ctx, t, a, b, s, move, first[0].SnapshotSeq, false)
+	fr, err := a.store.Fence(ctx, &slotdv1.FenceRequest{Slot: uint32(s.Int()), MoveId: move, Version: m.Version()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last, _ = replayChanges(ctx, t, a, b, s, move, last, true); last != fr.FenceSeq {
+		t.Fatalf("drained to %d, fence at %d", last, fr.FenceSeq)
+	}
+	ca, cb := checksum(ctx, t, a, s), checksum(ctx, t, b, s)
+	if !bytes.Equal(ca.Sha256, cb.Sha256) || ca.Keys != cb.Keys {
+		t.Fatalf("source %d keys %x, target %d keys %x", ca.Keys, ca.Sha256, cb.Keys, cb.Sha256)
+	}
+	m.Set("b", b.addr, s)
+	ack.verify(ctx, t, b.kv, s)
+}
+
+// TestFenceSurvivesRestart: a fenced slot rejects writes with the retryable
+// error (reads still work), stays fenced across a restart, and takes writes
+// again after Unfence.
+func TestFenceSurvivesRestart(t *testing.T) {
+	ctx := ctxT(t)
+	m := new(node.StaticMap)
+	dir := t.TempDir()
+	a := startNode(t, "a", dir, m, nodeOpts{})
+	m.SetAll("a", a.addr)
+	keys, s := keysIn("fenced", 3)
+	if _, err := a.kv.Put(ctx, &kvpb.PutRequest{Key: keys[0], Value: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.Fence(ctx, &slotdv1.FenceRequest{Slot: uint32(s.Int()), MoveId: "mv", Version: 7}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(tn *testNode) {
+		t.Helper()
+		for _, call := range []func() error{
+			func() error { _, err := tn.kv.Put(ctx, &kvpb.PutRequest{Key: keys[1], Value: []byte("x")}); return err },
+			func() error { _, err := tn.kv.Delete(ctx, &kvpb.DeleteRequest{Key: keys[0]}); return err },
+			func() error {
+				_, err := tn.kv.CompareAndSet(ctx, &kvpb.CompareAndSetRequest{Key: keys[0], ExpectedVersion: 1, Value: []byte("y")})
+				return err
+			},
+		} {
+			err := call()
+			f, ok := redirect.FencedFromError(err)
+			if status.Code(err) != codes.Unavailable || !ok || f.Slot != s || f.Version != 7 || f.MoveID != "mv" {
+				t.Fatalf("write to fenced slot: %v, want Unavailable with Fenced detail", err)
+			}
+			var retry bool
+			for _, d := range status.Convert(err).Details() {
+				if ri, ok := d.(*errdetails.RetryInfo); ok && ri.RetryDelay.AsDuration() > 0 {
+					retry = true
+				}
+			}
+			if !retry {
+				t.Fatalf("fenced error carries no RetryInfo: %v", status.Convert(err).Details())
+			}
+		}
+		got, err := tn.kv.Get(ctx, &kvpb.GetRequest{Key: keys[0]})
+		if err != nil || string(got.Value) != "before" {
+			t.Fatalf("read of fenced slot: %v %v", got, err)
+		}
+		// Other slots are not affected.
+		if _, err := tn.kv.Put(ctx, &kvpb.PutRequest{Key: []byte("elsewhere"), Value: []byte("ok")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(a)
+	a = a.restart(nodeOpts{})
+	m.SetAll("a", a.addr)
+	check(a)
+	if _, err := a.store.Unfence(ctx, &slotdv1.UnfenceRequest{Slot: uint32(s.Int()), MoveId: "other"}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("unfence by another move: %v, want FailedPrecondition", err)
+	}
+	if _, err := a.store.Unfence(ctx, &slotdv1.UnfenceRequest{Slot: uint32(s.Int()), MoveId: "mv"}); err != nil {
+		t.Fatal(err)
+	}
+	a = a.restart(nodeOpts{})
+	m.SetAll("a", a.addr)
+	if _, err := a.kv.Put(ctx, &kvpb.PutRequest{Key: keys[1], Value: []byte("after")}); err != nil {
+		t.Fatalf("write after unfence and restart: %v", err)
+	}
+}
+
+// TestMovedAnswer: a node asked about a slot it does not own answers MOVED
+// with the owner's id, address and the map version, for reads and writes.
+func TestMovedAnswer(t *testing.T) {
+	ctx := ctxT(t)
+	m := new(node.StaticMap)
+	a := startNode(t, "a", t.TempDir(), m, nodeOpts{})
+	keys, s := keysIn("elsewhere", 1)
+	if _, err := a.kv.Get(ctx, &kvpb.GetRequest{Key: keys[0]}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("before any map: %v, want Unavailable", err)
+	}
+	m.SetAll("a", a.addr)
+	m.Set("c", "127.0.0.1:7999", s)
+	for name, call := range map[string]func() error{
+		"get":    func() error { _, err := a.kv.Get(ctx, &kvpb.GetRequest{Key: keys[0]}); return err },
+		"put":    func() error { _, err := a.kv.Put(ctx, &kvpb.PutRequest{Key: keys[0]}); return err },
+		"delete": func() error { _, err := a.kv.Delete(ctx, &kvpb.DeleteRequest{Key: keys[0]}); return err },
+		"cas":    func() error { _, err := a.kv.CompareAndSet(ctx, &kvpb.CompareAndSetRequest{Key: keys[0]}); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := call()
+			rd, ok := redirect.FromError(err)
+			want := redirect.Redirect{Kind: redirect.Moved, Slot: s, Owner: "c", Addr: "127.0.0.1:7999", Version: m.Version()}
+			if !ok || rd != want || status.Code(err) != codes.FailedPrecondition {
+				t.Fatalf("got %v (%+v), want %v", err, rd, want)
+			}
+			if msg := status.Convert(err).Message(); msg != want.String() {
+				t.Fatalf("message %q, want the text form %q", msg, want.String())
+			}
+		})
+	}
+	// Import into a slot the node owns is refused: it would overwrite live data.
+	mine, ms := keysIn("mine", 1)
+	_, err := a.store.Import(ctx, &slotdv1.ImportRequest{Slot: uint32(ms.Int()), MoveId: "x", Batch: &slotdv1.ImportRequest_Snapshot{Snapshot: &slotdv1.SnapshotImport{
+		BatchSeq: 1, Entries: []*slotdv1.Entry{{Key: mine[0], Value: EncodeValue(1, nil)}},
+	}}})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("import into an owned slot: %v, want FailedPrecondition", err)
+	}
+}
