@@ -1,0 +1,322 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/slotd/slotd/slots"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// memStore is the smallest correct Store: a map per slot, sorted on scan.
+type memStore struct {
+	mu   sync.Mutex // guards data
+	data map[slots.Slot]map[string][]byte
+}
+
+var _ Store = (*memStore)(nil)
+
+func newMemStore() *memStore { return &memStore{data: map[slots.Slot]map[string][]byte{}} }
+
+func (m *memStore) Scan(ctx context.Context, s slots.Slot, cursor []byte, maxBytes int) ([]Entry, []byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var keys []string
+	for k := range m.data[s] {
+		if cursor == nil || k > string(cursor) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var out []Entry
+	size := 0
+	for i, k := range keys {
+		if size >= maxBytes && i > 0 {
+			return out, []byte(keys[i-1]), nil
+		}
+		out = append(out, Entry{Key: []byte(k), Value: bytes.Clone(m.data[s][k])})
+		size += len(k) + len(m.data[s][k])
+	}
+	return out, nil, nil
+}
+
+func (m *memStore) Apply(ctx context.Context, s slots.Slot, batch []Mutation) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.data[s] == nil {
+		m.data[s] = map[string][]byte{}
+	}
+	for _, mu := range batch {
+		if mu.Delete {
+			delete(m.data[s], string(mu.Key))
+		} else {
+			m.data[s][string(mu.Key)] = bytes.Clone(mu.Value)
+		}
+	}
+	return nil
+}
+
+func (m *memStore) DeleteSlot(ctx context.Context, s slots.Slot, maxKeys int) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.data[s] {
+		if maxKeys == 0 {
+			return false, nil
+		}
+		delete(m.data[s], k)
+		maxKeys--
+	}
+	return true, nil
+}
+
+func (m *memStore) SlotSize(ctx context.Context, s slots.Slot) (int64, int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n, b int64
+	for k, v := range m.data[s] {
+		n++
+		b += int64(len(k) + len(v))
+	}
+	return n, b, nil
+}
+
+func newTestNode(t *testing.T, st Store, m MapSource, dir string) *Node {
+	t.Helper()
+	n, err := New(Config{ID: "a", Store: st, Map: m, StateDir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func put(key, val string) func() ([]Mutation, error) {
+	return func() ([]Mutation, error) { return []Mutation{{Key: []byte(key), Value: []byte(val)}}, nil }
+}
+
+func TestWriteChecks(t *testing.T) {
+	ctx := context.Background()
+	m := new(StaticMap)
+	st := newMemStore()
+	n := newTestNode(t, st, m, t.TempDir())
+	key := "{w}:1"
+	s := slots.ForString(key)
+	errPrepare := errors.New("prepare failed")
+
+	if err := n.Write(ctx, []byte(key), put(key, "x")); !errors.Is(err, ErrNoMap) {
+		t.Fatalf("before a map: %v, want ErrNoMap", err)
+	}
+	m.SetAll("a", "127.0.0.1:1")
+	m.Set("b", "127.0.0.1:2", s)
+	var re *RedirectError
+	if err := n.Write(ctx, []byte(key), put(key, "x")); !errors.Is(err, ErrMoved) || !errors.As(err, &re) ||
+		re.Owner != "b" || re.Addr != "127.0.0.1:2" || re.Version != m.Version() || re.Slot != s {
+		t.Fatalf("not the owner: %v, want MOVED to b", err)
+	}
+	if err := n.CheckRead([]byte(key)); !errors.Is(err, ErrMoved) {
+		t.Fatalf("read, not the owner: %v", err)
+	}
+	m.Set("a", "127.0.0.1:1", s)
+
+	for _, tc := range []struct {
+		name    string
+		prepare func() ([]Mutation, error)
+		want    error
+	}{
+		{"ok", put(key, "v1"), nil},
+		{"prepare error passes through", func() ([]Mutation, error) { return nil, errPrepare }, errPrepare},
+		{"key of another slot", func() ([]Mutation, error) {
+			return []Mutation{{Key: []byte(key), Value: []byte("v2")}, {Key: []byte("{other}:1"), Value: []byte("x")}}, nil
+		}, ErrWrongSlot},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := n.Write(ctx, []byte(key), tc.prepare); !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if got := string(st.data[s][key]); got != "v1" {
+		t.Fatalf("store has %q; a refused write changed it", got)
+	}
+
+	if _, err := n.Fence(ctx, s, "mv", 9); err != nil {
+		t.Fatal(err)
+	}
+	var fe *FencedError
+	err := n.Write(ctx, []byte(key), put(key, "v3"))
+	if !errors.Is(err, ErrFenced) || !errors.As(err, &fe) || fe.MoveID != "mv" || fe.Version != 9 || fe.RetryAfter <= 0 {
+		t.Fatalf("fenced: %v, want FencedError for mv at 9", err)
+	}
+	if err := n.CheckRead([]byte(key)); err != nil {
+		t.Fatalf("read of a fenced slot: %v", err)
+	}
+	if err := n.Unfence(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Write(ctx, []byte(key), put(key, "v3")); err != nil {
+		t.Fatalf("after unfence: %v", err)
+	}
+}
+
+// TestCaptureSurvivesRestart: captured changes come back after a restart,
+// a torn record at the log's end (a crash mid-append) is cut off, and new
+// changes continue the sequence.
+func TestCaptureSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	st := newMemStore()
+	n := newTestNode(t, st, m, dir)
+	key := "{c}:1"
+	s := slots.ForString(key)
+	base, err := n.StartCapture(ctx, s, "mv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"a", "b", "c"} {
+		if err := n.Write(ctx, []byte(key), put(key, v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.Write(ctx, []byte(key), func() ([]Mutation, error) { return []Mutation{{Key: []byte(key), Delete: true}}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	f, err := os.OpenFile(capturePath(dir, s), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := appendRecord(nil, base+5, recPut, []byte(key), []byte("torn"))
+	f.Write(torn[:len(torn)-3])
+	f.Close()
+
+	n2 := newTestNode(t, st, m, dir)
+	if err := n2.Write(ctx, []byte(key), put(key, "e")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := n2.Changes(ctx, s, "mv", base, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, c := range b.Changes {
+		if c.Seq != base+uint64(i)+1 {
+			t.Fatalf("change %d has seq %d, want %d", i, c.Seq, base+uint64(i)+1)
+		}
+		if c.Delete {
+			got = append(got, "-")
+		} else {
+			got = append(got, string(c.Value))
+		}
+	}
+	if want := []string{"a", "b", "c", "-", "e"}; !slices.Equal(got, want) {
+		t.Fatalf("changes %v, want %v", got, want)
+	}
+	if _, err := n2.Changes(ctx, s, "other", base, 0, false); !errors.Is(err, ErrMoveMismatch) {
+		t.Fatalf("another move's id: %v, want ErrMoveMismatch", err)
+	}
+	if _, err := n2.Changes(ctx, s, "mv", base-1, 0, false); !errors.Is(err, ErrCaptureLost) {
+		t.Fatalf("changes before the snapshot: %v, want ErrCaptureLost", err)
+	}
+	// A new capture of the slot numbers above every earlier change.
+	base2, err := n2.StartCapture(ctx, s, "mv2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base2 <= base+5 {
+		t.Fatalf("new capture starts at %d, at or below the old capture's %d", base2, base+5)
+	}
+}
+
+// TestChangesWaitEndsAtFence: a follower waiting for changes wakes on the
+// fence and learns the fence sequence.
+func TestChangesWaitEndsAtFence(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	n := newTestNode(t, newMemStore(), m, t.TempDir())
+	key := "{f}:1"
+	s := slots.ForString(key)
+	base, err := n.StartCapture(ctx, s, "mv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Write(ctx, []byte(key), put(key, "a")); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan ChangeBatch, 1)
+	go func() {
+		b, err := n.Changes(ctx, s, "mv", base+1, 0, true)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- b
+	}()
+	fs, err := n.Fence(ctx, s, "mv", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-got
+	if fs != base+1 || b.FenceSeq != fs || len(b.Changes) != 0 {
+		t.Fatalf("fence seq %d, batch %+v; want fence at %d and no changes", fs, b, base+1)
+	}
+}
+
+func TestCorruptStateIsRefused(t *testing.T) {
+	m := new(StaticMap)
+	for _, tc := range []struct{ name, file, content string }{
+		{"fence file", fenceFile, "12 x\n"},
+		{"fence out of range", fenceFile, "16384 1 mv\n"},
+		{"capture without header", "capture-5.log", "\x00\x00\x00\x0a\x00\x00\x00\x00garbage..."},
+		{"import state", "import-5.json", "{"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(dir+"/"+tc.file, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := New(Config{ID: "a", Store: newMemStore(), Map: m, StateDir: dir}); err == nil {
+				t.Fatal("New accepted corrupt state")
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{ID: "a", Store: newMemStore(), Map: new(StaticMap), StateDir: "x"}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+	}{
+		{"no id", func(c *Config) { c.ID = "" }},
+		{"no store", func(c *Config) { c.Store = nil }},
+		{"no map", func(c *Config) { c.Map = nil }},
+		{"no state dir", func(c *Config) { c.StateDir = "" }},
+		{"negative rate", func(c *Config) { c.ExportBytesPerSecond = -1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.edit(&c)
+			if c.Validate() == nil {
+				t.Fatal("Validate accepted it")
+			}
+		})
+	}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
