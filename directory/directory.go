@@ -1,0 +1,410 @@
+package directory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/slotd/slotd/slots"
+)
+
+// SchemaVersion is the newest schema (etcd layout) this code reads and
+// writes. migrations registers the steps that reach it.
+const SchemaVersion = 1
+
+// Defaults for Config fields left zero.
+const (
+	DefaultHistoryLimit   = 10000
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultDownAfter      = 10 * time.Second
+	DefaultHoldDown       = 30 * time.Second
+	// DefaultUpdateAttempts bounds how often an update re-reads and retries
+	// after losing a compare-and-swap race.
+	DefaultUpdateAttempts = 16
+)
+
+// Config configures a Directory. Zero fields take the defaults above.
+type Config struct {
+	// Client is the etcd client. Required; the Directory does not close it.
+	Client *clientv3.Client
+	// Prefix is the key prefix, ending in "/". Default DefaultPrefix.
+	Prefix string
+	// Logger receives the directory's events. Default: discard.
+	Logger *slog.Logger
+	// Registerer, when set, gets the directory's metrics.
+	Registerer prometheus.Registerer
+	// HistoryLimit is how many history entries are kept (the newest).
+	HistoryLimit int
+	// RequestTimeout bounds each etcd request.
+	RequestTimeout time.Duration
+	// DownAfter is how long a node may go without heartbeats before the
+	// liveness loop marks it down. It is the TTL of the node's etcd lease,
+	// rounded up to whole seconds.
+	DownAfter time.Duration
+	// HoldDown is how long a node that came back must keep heartbeating
+	// before it counts as active again (damps flapping).
+	HoldDown time.Duration
+	// LivenessInterval is how often RunLiveness checks. Default DownAfter/4,
+	// at least 50ms.
+	LivenessInterval time.Duration
+	// UpdateAttempts bounds the retries of an update on conflict.
+	UpdateAttempts int
+	// MaxSchema is the newest schema this process accepts. Default
+	// SchemaVersion; tests of migrations raise it.
+	MaxSchema int
+	// Now is the clock for recorded times and hold-down. Default time.Now.
+	Now func() time.Time
+}
+
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.HistoryLimit == 0 {
+		c.HistoryLimit = DefaultHistoryLimit
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.DownAfter == 0 {
+		c.DownAfter = DefaultDownAfter
+	}
+	if c.HoldDown == 0 {
+		c.HoldDown = DefaultHoldDown
+	}
+	if c.LivenessInterval == 0 {
+		c.LivenessInterval = max(c.DownAfter/4, 50*time.Millisecond)
+	}
+	if c.UpdateAttempts == 0 {
+		c.UpdateAttempts = DefaultUpdateAttempts
+	}
+	if c.MaxSchema == 0 {
+		c.MaxSchema = SchemaVersion
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports whether c, after defaults, can make a Directory.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Client == nil:
+		return fmt.Errorf("%w: config: Client is required", ErrInvalid)
+	case !strings.HasSuffix(c.Prefix, "/"):
+		return fmt.Errorf("%w: config: Prefix %q must end in /", ErrInvalid, c.Prefix)
+	case c.HistoryLimit < 1:
+		return fmt.Errorf("%w: config: HistoryLimit %d must be at least 1", ErrInvalid, c.HistoryLimit)
+	case c.RequestTimeout < 0 || c.DownAfter < 0 || c.HoldDown < 0 || c.LivenessInterval < 0:
+		return fmt.Errorf("%w: config: durations must not be negative", ErrInvalid)
+	case c.UpdateAttempts < 1:
+		return fmt.Errorf("%w: config: UpdateAttempts %d must be at least 1", ErrInvalid, c.UpdateAttempts)
+	case c.MaxSchema < 1:
+		return fmt.Errorf("%w: config: MaxSchema %d must be at least 1", ErrInvalid, c.MaxSchema)
+	}
+	return nil
+}
+
+// Directory is the versioned slot table in etcd. It is safe for concurrent
+// use; it keeps no state of its own between calls, so any number of
+// Directories (in any number of processes) may share one etcd.
+type Directory struct {
+	cfg Config
+	cli *clientv3.Client
+	k   keys
+	lg  *slog.Logger
+	m   *metrics
+}
+
+// New returns a Directory for cfg. It does not contact etcd.
+func New(cfg Config) (*Directory, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Directory{cfg: cfg, cli: cfg.Client, k: keys{cfg.Prefix}, lg: cfg.Logger, m: m}, nil
+}
+
+// read returns the table at one etcd revision, read in one txn, and that
+// revision.
+func (d *Directory) read(ctx context.Context) (*state, int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := d.cli.Txn(rctx).Then(
+		clientv3.OpGet(d.k.schema()),
+		clientv3.OpGet(d.k.version()),
+		clientv3.OpGet(d.k.ownersPrefix(), clientv3.WithPrefix()),
+		clientv3.OpGet(d.k.nodesPrefix(), clientv3.WithPrefix()),
+		clientv3.OpGet(d.k.movesPrefix(), clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, 0, fromEtcd(ctx, "read table", err)
+	}
+	st := newState()
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			if err := st.apply(d.k, kv); err != nil {
+				return nil, 0, fmt.Errorf("directory: read table: %w", err)
+			}
+		}
+	}
+	return st, resp.Header.Revision, nil
+}
+
+// checkSchema says whether this process may use a table at st's schema.
+func (d *Directory) checkSchema(st *state) error {
+	switch {
+	case st.schema == 0:
+		return fmt.Errorf("%w: etcd under %q has no schema version; run migrations.Apply (slotd does at start)", ErrNoSchema, d.cfg.Prefix)
+	case st.schema > d.cfg.MaxSchema:
+		return fmt.Errorf("%w: found schema %d, this binary supports up to %d; upgrade slotd", ErrSchemaTooNew, st.schema, d.cfg.MaxSchema)
+	}
+	return nil
+}
+
+// Snapshot returns the full table at one version. It fails with
+// ErrNotBootstrapped before Bootstrap.
+func (d *Directory) Snapshot(ctx context.Context) (*Snapshot, error) {
+	st, _, err := d.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.checkSchema(st); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	if !st.bootstrapped() {
+		return nil, fmt.Errorf("snapshot: %w; run bootstrap", ErrNotBootstrapped)
+	}
+	return st.snapshot(), nil
+}
+
+// Nodes returns the registered nodes (sorted by id) and the version they
+// were read at. Unlike Snapshot it works before Bootstrap.
+func (d *Directory) Nodes(ctx context.Context) ([]Node, uint64, error) {
+	st, _, err := d.read(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := d.checkSchema(st); err != nil {
+		return nil, 0, fmt.Errorf("list nodes: %w", err)
+	}
+	return st.snapshot().Nodes, st.version, nil
+}
+
+// Version returns the current cluster version (0 before any change).
+func (d *Directory) Version(ctx context.Context) (uint64, error) {
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := d.cli.Get(rctx, d.k.version())
+	if err != nil {
+		return 0, fromEtcd(ctx, "read version", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, nil
+	}
+	v, err := strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("directory: version key holds %q, not a version", resp.Kvs[0].Value)
+	}
+	return v, nil
+}
+
+// History returns up to limit of the newest changes, oldest first. A limit
+// <= 0 means all that are kept.
+func (d *Directory) History(ctx context.Context, limit int) ([]Change, error) {
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)}
+	if limit > 0 {
+		opts = append(opts, clientv3.WithLimit(int64(limit)))
+	}
+	resp, err := d.cli.Get(rctx, d.k.historyPrefix(), opts...)
+	if err != nil {
+		return nil, fromEtcd(ctx, "read history", err)
+	}
+	out := make([]Change, len(resp.Kvs))
+	for i, kv := range resp.Kvs {
+		var r changeRec
+		if err := json.Unmarshal(kv.Value, &r); err != nil {
+			return nil, fmt.Errorf("directory: history entry %s: %w", kv.Key, err)
+		}
+		c, err := r.change()
+		if err != nil {
+			return nil, fmt.Errorf("directory: %w", err)
+		}
+		out[len(out)-1-i] = c
+	}
+	return out, nil
+}
+
+// mutation collects what one attempt of an update changes: the keys to
+// rewrite from the (already changed) state, and the history entry.
+type mutation struct {
+	nodes   map[string]bool
+	moves   map[uint16]bool
+	chunks  map[int]bool
+	change  Change
+	hasSlot bool
+}
+
+func (m *mutation) node(id string) { m.nodes[id] = true }
+func (m *mutation) move(s uint16)  { m.moves[s] = true }
+func (m *mutation) chunk(slot int) { m.chunks[slot/chunkSlots] = true }
+func (m *mutation) empty() bool    { return len(m.nodes)+len(m.moves)+len(m.chunks) == 0 }
+func (m *mutation) slot(s uint16)  { m.hasSlot = true; m.change.Slot = slotOf(s) }
+func newMutation(kind string) *mutation {
+	return &mutation{
+		nodes: map[string]bool{}, moves: map[uint16]bool{}, chunks: map[int]bool{},
+		change: Change{Kind: kind},
+	}
+}
+
+// updateOpts says how an update treats a lost race.
+type updateOpts struct {
+	// expect, when non-zero, is the version the caller decided on: any
+	// other version is a conflict, and there is no retry.
+	expect uint64
+	// needBootstrap fails the update with ErrNotBootstrapped before
+	// Bootstrap.
+	needBootstrap bool
+}
+
+// update is the one way the table changes. Each attempt reads the table,
+// lets fn check its preconditions and change the state in place (marking
+// what it touched in m), and writes the touched keys, version+1 and a
+// history entry in one txn that compares the version key's mod revision
+// and the schema seen. A lost race re-reads and retries (fn re-checks
+// everything on the fresh state) with capped jittered backoff, so only a
+// caller with an explicit expectation, or one that loses every attempt,
+// sees ErrConflict. An fn that touches nothing is a no-op: no version bump.
+// It returns the new version, or the current one for a no-op.
+func (d *Directory) update(ctx context.Context, op string, o updateOpts, fn func(st *state, m *mutation) error) (uint64, error) {
+	backoff := 5 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		st, _, err := d.read(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", op, err)
+		}
+		if err := d.checkSchema(st); err != nil {
+			return 0, fmt.Errorf("%s: %w", op, err)
+		}
+		if o.needBootstrap && !st.bootstrapped() {
+			return 0, fmt.Errorf("%s: %w; run bootstrap first", op, ErrNotBootstrapped)
+		}
+		if o.expect != 0 && st.version != o.expect {
+			d.m.conflict()
+			return 0, fmt.Errorf("%s: %w: expected version %d, directory is at %d", op, ErrConflict, o.expect, st.version)
+		}
+		m := newMutation("")
+		if err := fn(st, m); err != nil {
+			return 0, fmt.Errorf("%s: %w", op, err)
+		}
+		if m.empty() {
+			return st.version, nil
+		}
+		ok, err := d.commit(ctx, st, m)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", op, err)
+		}
+		if ok {
+			v := st.version + 1
+			d.m.setVersion(v)
+			d.lg.Debug("directory changed", "version", v, "kind", m.change.Kind, "op", op)
+			return v, nil
+		}
+		d.m.conflict()
+		if o.expect != 0 || attempt >= d.cfg.UpdateAttempts {
+			return 0, fmt.Errorf("%s: %w: lost %d compare-and-swap races at version %d; re-read and retry", op, ErrConflict, attempt, st.version)
+		}
+		// Full jitter: concurrent losers spread out instead of colliding again.
+		wait := time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond
+		backoff = min(2*backoff, 200*time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("directory: %s: %w", op, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// commit writes m as one txn on top of st. It reports false when another
+// writer got there first.
+func (d *Directory) commit(ctx context.Context, st *state, m *mutation) (bool, error) {
+	v := st.version + 1
+	m.change.Version = v
+	m.change.At = d.cfg.Now().UTC()
+	ops := []clientv3.Op{clientv3.OpPut(d.k.version(), strconv.FormatUint(v, 10))}
+	for id := range m.nodes {
+		if n, ok := st.nodes[id]; ok {
+			b, err := json.Marshal(n)
+			if err != nil {
+				return false, fmt.Errorf("directory: encode node %q: %w", id, err)
+			}
+			ops = append(ops, clientv3.OpPut(d.k.node(id), string(b)))
+		} else {
+			ops = append(ops, clientv3.OpDelete(d.k.node(id)))
+		}
+	}
+	for s := range m.moves {
+		if mv, ok := st.moves[s]; ok {
+			b, err := json.Marshal(mv)
+			if err != nil {
+				return false, fmt.Errorf("directory: encode move of slot %d: %w", s, err)
+			}
+			ops = append(ops, clientv3.OpPut(d.k.move(s), string(b)))
+		} else {
+			ops = append(ops, clientv3.OpDelete(d.k.move(s)))
+		}
+	}
+	for c := range m.chunks {
+		ops = append(ops, clientv3.OpPut(d.k.chunk(c), string(st.encodeChunk(c))))
+	}
+	b, err := json.Marshal(recFromChange(&m.change, m.hasSlot))
+	if err != nil {
+		return false, fmt.Errorf("directory: encode history: %w", err)
+	}
+	ops = append(ops, clientv3.OpPut(d.k.history(v), string(b)))
+	// One history entry per version: dropping every entry at or below
+	// v-limit keeps exactly the newest limit.
+	if limit := uint64(d.cfg.HistoryLimit); v > limit {
+		ops = append(ops, clientv3.OpDelete(d.k.history(0), clientv3.WithRange(d.k.history(v-limit+1))))
+	}
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(d.k.version()), "=", st.versionRev),
+		clientv3.Compare(clientv3.Value(d.k.schema()), "=", strconv.Itoa(st.schema)),
+	}
+	tctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	start := time.Now()
+	resp, err := d.cli.Txn(tctx).If(cmps...).Then(ops...).Commit()
+	result := "error"
+	if err == nil {
+		result = map[bool]string{true: "applied", false: "conflict"}[resp.Succeeded]
+	}
+	d.m.observeTxn(time.Since(start), result)
+	if err != nil {
+		// The txn may or may not have applied; the caller must re-read.
+		return false, fromEtcd(ctx, "write", err)
+	}
+	return resp.Succeeded, nil
+}
+
+func slotOf(s uint16) slots.Slot { return slots.MustNew(int(s)) }

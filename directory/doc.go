@@ -1,0 +1,33 @@
+// Package directory is the versioned slot table of a slotd cluster, kept in
+// etcd: the owner of each of the 16,384 slots, the nodes, the moves in
+// flight, and a bounded history of every change. It is the only code that
+// knows the etcd key layout (keys.go); everything else uses this API.
+//
+// Every change is one etcd transaction that compares the cluster version
+// key's revision and bumps the version, so two writers can never both
+// succeed on the same expectation, and every reader gets the whole table at
+// exactly one version.
+//
+// Usage:
+//
+//	d, err := directory.New(directory.Config{Client: cli, Logger: lg})
+//	if err != nil { ... }
+//	// once, for a new cluster (after migrations.Apply):
+//	snap, err := d.Bootstrap(ctx, []directory.Node{
+//		{ID: "a", Addr: "10.0.0.1:7000", Weight: 1},
+//		{ID: "b", Addr: "10.0.0.2:7000", Weight: 1},
+//	}, 0, "operator")
+//	owner := snap.Owner(slots.ForString("user:42"))
+//
+//	// move one slot: begin, the mover copies and fences, then commit
+//	mv, err := d.BeginMove(ctx, directory.MoveSpec{Slot: s, From: "a", To: "b", Reason: "rebalance"})
+//	_, err = d.AdvanceMove(ctx, s, mv.MoveID, directory.PhaseFenced)
+//	v, err := d.CommitMove(ctx, s, mv.MoveID, "mover")
+//
+//	// follow the table
+//	err = d.Watch(ctx, 0, func(s *directory.Snapshot) error { ...; return nil })
+//
+// Errors are the package's sentinels (ErrConflict, ErrInvalid, ...) wrapped
+// with context; test them with errors.Is. A Directory is safe for
+// concurrent use.
+package directory

@@ -1,0 +1,62 @@
+package directory
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the directory's Prometheus metrics. A nil *metrics (no
+// Registerer configured) records nothing.
+type metrics struct {
+	version   prometheus.Gauge
+	conflicts prometheus.Counter
+	txns      *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	m := &metrics{
+		version: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "slotd_directory_version",
+			Help: "Last directory version this process wrote.",
+		}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slotd_directory_conflicts_total",
+			Help: "Directory writes that lost a compare-and-swap race (each is retried or returned as ErrConflict).",
+		}),
+		txns: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "slotd_directory_txn_duration_seconds",
+			Help:    "Latency of directory write transactions by result (applied, conflict, error).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"result"}),
+	}
+	for _, c := range []prometheus.Collector{m.version, m.conflicts, m.txns} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("directory: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) setVersion(v uint64) {
+	if m != nil {
+		m.version.Set(float64(v))
+	}
+}
+
+func (m *metrics) conflict() {
+	if m != nil {
+		m.conflicts.Inc()
+	}
+}
+
+func (m *metrics) observeTxn(d time.Duration, result string) {
+	if m == nil {
+		return
+	}
+	m.txns.WithLabelValues(result).Observe(d.Seconds())
+}

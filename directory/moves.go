@@ -1,0 +1,184 @@
+package directory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/slotd/slotd/slots"
+)
+
+// BeginMove starts moving spec.Slot from spec.From (which must own it) to
+// spec.To (which must be active and different), in PhaseCopy. The slot
+// must be stable: at most one move per slot. Errors: ErrInvalid,
+// ErrNotFound (unknown node), ErrPrecondition, ErrNotBootstrapped,
+// ErrConflict (ExpectVersion no longer current, or every retry lost).
+func (d *Directory) BeginMove(ctx context.Context, spec MoveSpec) (*Move, error) {
+	s := spec.Slot.Uint16()
+	op := fmt.Sprintf("begin move of slot %d", s)
+	if err := checkID("source node id", spec.From); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := checkID("target node id", spec.To); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if spec.From == spec.To {
+		return nil, fmt.Errorf("%s: %w: source and target are both %q", op, ErrInvalid, spec.To)
+	}
+	if spec.MoveID == "" {
+		spec.MoveID = newMoveID()
+	} else if err := checkID("move id", spec.MoveID); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if spec.PlanID != "" {
+		if err := checkID("plan id", spec.PlanID); err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	if err := checkText(spec.Reason, spec.By); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	var out Move
+	_, err := d.update(ctx, op, updateOpts{expect: spec.ExpectVersion, needBootstrap: true}, func(st *state, m *mutation) error {
+		if cur, ok := st.moves[s]; ok {
+			if cur.MoveID == spec.MoveID && cur.From == spec.From && cur.To == spec.To {
+				// A retried BeginMove whose first attempt applied.
+				out = cur.move()
+				return nil
+			}
+			return fmt.Errorf("%w: slot %d is not stable: move %s (%s -> %s) is in flight", ErrPrecondition, s, cur.MoveID, cur.From, cur.To)
+		}
+		from, ok := st.nodes[spec.From]
+		if !ok {
+			return fmt.Errorf("%w: source node %q is not registered", ErrNotFound, spec.From)
+		}
+		to, ok := st.nodes[spec.To]
+		if !ok {
+			return fmt.Errorf("%w: target node %q is not registered", ErrNotFound, spec.To)
+		}
+		if st.owners[s] != from.Index {
+			owner := "nobody"
+			if o := st.ownerOf(s); o != nil {
+				owner = o.ID
+			}
+			return fmt.Errorf("%w: slot %d is owned by %s, not %s", ErrPrecondition, s, owner, spec.From)
+		}
+		if to.state() != NodeActive {
+			return fmt.Errorf("%w: target node %q is %s; only active nodes receive slots", ErrPrecondition, spec.To, to.state())
+		}
+		now := d.cfg.Now().UTC()
+		mv := &moveRec{
+			Slot: s, From: spec.From, To: spec.To, MoveID: spec.MoveID, PlanID: spec.PlanID,
+			Phase: PhaseCopy, Reason: spec.Reason, By: spec.By, Started: now, Updated: now,
+		}
+		st.moves[s] = mv
+		m.move(s)
+		m.change = moveChange(ChangeMoveBegin, mv, spec.Reason, spec.By)
+		m.slot(s)
+		out = mv.move()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// AdvanceMove moves the move of slot s with id moveID forward to phase.
+// Advancing to the current phase is a no-op (so a resumed mover may repeat
+// it); going backwards is ErrPrecondition. It returns the version.
+func (d *Directory) AdvanceMove(ctx context.Context, s slots.Slot, moveID string, phase Phase) (uint64, error) {
+	op := fmt.Sprintf("advance move %s of slot %d to %s", moveID, s.Int(), phase)
+	if _, ok := phaseOrder[phase]; !ok {
+		return 0, fmt.Errorf("%s: %w: unknown phase %q (want copy, catchup or fenced)", op, ErrInvalid, phase)
+	}
+	return d.editMove(ctx, op, s, moveID, func(st *state, mv *moveRec, m *mutation) error {
+		switch {
+		case mv.Phase == phase:
+			return nil
+		case phaseOrder[phase] < phaseOrder[mv.Phase]:
+			return fmt.Errorf("%w: move is already in phase %s", ErrPrecondition, mv.Phase)
+		}
+		mv.Phase = phase
+		mv.Updated = d.cfg.Now().UTC()
+		m.move(mv.Slot)
+		m.change = moveChange(ChangeMoveAdvance, mv, "", "")
+		return nil
+	})
+}
+
+// CommitMove makes the target of the move the owner of slot s and ends the
+// move, in one txn. The move must be in PhaseFenced (the source stopped
+// writes), else ErrPrecondition. ErrNotFound when no move with moveID is in
+// flight for s. It returns the new version.
+func (d *Directory) CommitMove(ctx context.Context, s slots.Slot, moveID, by string) (uint64, error) {
+	op := fmt.Sprintf("commit move %s of slot %d", moveID, s.Int())
+	if err := checkText("", by); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	return d.editMove(ctx, op, s, moveID, func(st *state, mv *moveRec, m *mutation) error {
+		if mv.Phase != PhaseFenced {
+			return fmt.Errorf("%w: move is in phase %s; advance it to fenced (source stopped writes) before commit", ErrPrecondition, mv.Phase)
+		}
+		to, ok := st.nodes[mv.To]
+		if !ok {
+			// RemoveNode refuses nodes in a move, so this is a corrupt table.
+			return fmt.Errorf("%w: target node %q of the move is not registered", ErrPrecondition, mv.To)
+		}
+		st.owners[mv.Slot] = to.Index
+		delete(st.moves, mv.Slot)
+		m.move(mv.Slot)
+		m.chunk(int(mv.Slot))
+		m.change = moveChange(ChangeMoveCommit, mv, mv.Reason, by)
+		return nil
+	})
+}
+
+// AbortMove ends the move of slot s without changing its owner, at any
+// phase. It returns the new version. ErrNotFound when no move with moveID
+// is in flight for s.
+func (d *Directory) AbortMove(ctx context.Context, s slots.Slot, moveID, reason, by string) (uint64, error) {
+	op := fmt.Sprintf("abort move %s of slot %d", moveID, s.Int())
+	if err := checkText(reason, by); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	return d.editMove(ctx, op, s, moveID, func(st *state, mv *moveRec, m *mutation) error {
+		delete(st.moves, mv.Slot)
+		m.move(mv.Slot)
+		m.change = moveChange(ChangeMoveAbort, mv, reason, by)
+		return nil
+	})
+}
+
+// editMove applies edit to the move in flight for s with id moveID.
+func (d *Directory) editMove(ctx context.Context, op string, s slots.Slot, moveID string, edit func(st *state, mv *moveRec, m *mutation) error) (uint64, error) {
+	if err := checkID("move id", moveID); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	return d.update(ctx, op, updateOpts{needBootstrap: true}, func(st *state, m *mutation) error {
+		mv, ok := st.moves[s.Uint16()]
+		if !ok || mv.MoveID != moveID {
+			return fmt.Errorf("%w: no move %s in flight for slot %d", ErrNotFound, moveID, s.Int())
+		}
+		if err := edit(st, mv, m); err != nil {
+			return err
+		}
+		m.slot(mv.Slot)
+		return nil
+	})
+}
+
+func moveChange(kind string, mv *moveRec, reason, by string) Change {
+	return Change{
+		Kind: kind, From: mv.From, To: mv.To, MoveID: mv.MoveID, PlanID: mv.PlanID,
+		Phase: mv.Phase, Reason: reason, By: by,
+	}
+}
+
+// newMoveID returns a random 16-hex-digit id.
+func newMoveID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return "m-" + hex.EncodeToString(b[:])
+}
