@@ -321,8 +321,8 @@ func (x *Migration) GetMoveId() string {
 // Sizes: 3 nodes -> 2 bits -> 4 KiB; 200 nodes -> 8 bits -> 16 KiB;
 // 1,000 nodes -> 10 bits -> 20 KiB (plus the node table).
 //
-// A directory that has not been bootstrapped has version 0, no nodes and
-// empty owners.
+// Before the directory is bootstrapped no slot has an owner: owner_bits is 0
+// and owners is empty, while nodes may already be registered.
 type SlotMap struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Directory version this map reflects, strictly increasing.

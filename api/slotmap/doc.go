@@ -1,0 +1,23 @@
+// Package slotmap holds the slot map in memory: which node owns each of the
+// 16,384 slots at one directory version, the node table, and the moves in
+// flight. A *Map is immutable and safe for concurrent use; updates return a
+// new Map, so readers can swap maps through an atomic.Pointer and route
+// without locks.
+//
+// It also converts maps to and from their compact wire form
+// (slotdv1.SlotMap: a node table plus bit-packed owner indexes; a full map of
+// 200 nodes is about 18 KiB) and computes and applies deltas
+// (slotdv1.MapDelta).
+//
+// Usage (server side):
+//
+//	m, err := slotmap.New(slotmap.Snapshot{Version: v, Nodes: nodes, Owners: owners})
+//	wire := m.Proto()
+//	delta := slotmap.Diff(prev, m)
+//
+// Usage (client side):
+//
+//	m, err := slotmap.FromProto(wire)
+//	m, err = m.Apply(delta)
+//	r := m.Route([]byte("{user:42}:cart")) // r.Slot, r.Owner, r.Addr, r.Version
+package slotmap
