@@ -1,0 +1,119 @@
+package node
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/slotd/slotd/api/slotdv1"
+)
+
+// flakyAdmin is a slotd Admin server that is unreachable for its first
+// registrations and expires the session after a few heartbeats.
+type flakyAdmin struct {
+	slotdv1.UnimplementedAdminServer
+	mu              sync.Mutex // guards the counters
+	failFirst       int
+	registrations   int
+	heartbeats      int
+	expireAfter     int
+	lastNode        *slotdv1.Node
+	sessionsExpired int
+}
+
+func (a *flakyAdmin) RegisterNode(ctx context.Context, req *slotdv1.RegisterNodeRequest) (*slotdv1.RegisterNodeResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failFirst > 0 {
+		a.failFirst--
+		return nil, status.Error(codes.Unavailable, "etcd unreachable")
+	}
+	a.registrations++
+	a.heartbeats = 0
+	a.lastNode = req.GetNode()
+	n := *req.GetNode()
+	n.State = slotdv1.NodeState_NODE_STATE_ACTIVE
+	return &slotdv1.RegisterNodeResponse{Node: &n, Version: 5, Session: "s", HeartbeatInterval: durationpb.New(5 * time.Millisecond)}, nil
+}
+
+func (a *flakyAdmin) Heartbeat(ctx context.Context, req *slotdv1.HeartbeatRequest) (*slotdv1.HeartbeatResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.heartbeats++
+	if a.heartbeats > a.expireAfter {
+		a.sessionsExpired++
+		return nil, status.Error(codes.NotFound, "session expired")
+	}
+	return &slotdv1.HeartbeatResponse{State: slotdv1.NodeState_NODE_STATE_ACTIVE, Version: 6}, nil
+}
+
+func (a *flakyAdmin) counts() (regs, expired int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.registrations, a.sessionsExpired
+}
+
+// TestRegistrarRetriesAndReregisters: registration is retried while slotd
+// fails, heartbeats keep the session, and an expired session leads to a new
+// registration.
+func TestRegistrarRetriesAndReregisters(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := &flakyAdmin{failFirst: 3, expireAfter: 3}
+	g := grpc.NewServer()
+	slotdv1.RegisterAdminServer(g, admin)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = g.Serve(lis) }()
+	defer func() { g.Stop(); <-served }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	r, err := NewRegistrar(RegistrarConfig{
+		Admin:      slotdv1.NewAdminClient(conn),
+		Node:       &slotdv1.Node{Id: "kv-1", Address: "127.0.0.1:7500", Zone: "z1", Weight: 2},
+		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		regs, expired := admin.counts()
+		if regs >= 2 && expired >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("registrations %d, expired sessions %d", regs, expired)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	admin.mu.Lock()
+	n := admin.lastNode
+	admin.mu.Unlock()
+	if n.GetId() != "kv-1" || n.GetAddress() != "127.0.0.1:7500" || n.GetZone() != "z1" || n.GetWeight() != 2 {
+		t.Fatalf("registered %v", n)
+	}
+	if _, err := NewRegistrar(RegistrarConfig{Admin: slotdv1.NewAdminClient(conn), Node: &slotdv1.Node{Id: "x"}}); err == nil {
+		t.Fatal("a node without an address was accepted")
+	}
+}
