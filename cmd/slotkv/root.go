@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/client/node"
+	"github.com/slotd/slotd/internal/flagenv"
+	"github.com/slotd/slotd/slotkv"
+)
+
+const envPrefix = "SLOTKV_"
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // could not start, or failed while running
+	exitUsage   = 2 // bad flags
+)
+
+type usageError struct{ error }
+
+// options are slotkv's flags.
+type options struct {
+	id         string
+	listen     string
+	advertise  string
+	httpAddr   string
+	dataDir    string
+	zone       string
+	weight     uint32
+	slotd      string
+	standalone bool
+	fsync      bool
+	exportRate int64
+	logLevel   string
+}
+
+func (o *options) validate() error {
+	switch {
+	case o.id == "":
+		return usageError{errors.New("--id is required: the node's stable name in the directory")}
+	case o.dataDir == "":
+		return usageError{errors.New("--data-dir is required")}
+	case o.slotd == "" && !o.standalone:
+		return usageError{errors.New("--slotd is empty: give slotd's address, or --standalone to own every slot without slotd")}
+	case o.exportRate < 0:
+		return usageError{errors.New("--export-rate must not be negative")}
+	}
+	return nil
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	var o options
+	cmd := &cobra.Command{
+		Use:   "slotkv",
+		Short: "slotd's reference store node: a durable key-value store whose slots slotd can move",
+		Long: `slotkv serves a key-value API (Get, Put, Delete, CompareAndSet on a version)
+and slotd's Store migration protocol on one gRPC port, and Prometheus metrics on
+/metrics of its HTTP port. It registers with slotd, keeps its session alive, and
+answers MOVED for slots it does not own.
+
+Durability: with --fsync (the default) every acknowledged write is on disk;
+--fsync=false acknowledges writes once in the OS page cache (survives a process
+crash, not a machine crash).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagenv.Bind(cmd.Flags(), envPrefix); err != nil {
+				return usageError{err}
+			}
+			return o.validate()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), &o, stderr) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.id, "id", "", "node id: a stable name, never an address")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:7500", "gRPC listen address (KV and Store services)")
+	f.StringVar(&o.advertise, "advertise", "", "address clients and slotd use to reach this node (default: --listen)")
+	f.StringVar(&o.httpAddr, "http", "127.0.0.1:7501", "HTTP listen address for /metrics and /healthz; empty to disable")
+	f.StringVar(&o.dataDir, "data-dir", "slotkv-data", "directory for the data file and the node's fences and change logs")
+	f.StringVar(&o.zone, "zone", "", "failure zone, for the planner")
+	f.Uint32Var(&o.weight, "weight", 1, "relative share of slots")
+	f.StringVar(&o.slotd, "slotd", "127.0.0.1:7400", "slotd gRPC address")
+	f.BoolVar(&o.standalone, "standalone", false, "own every slot and do not contact slotd (single-node tests and benchmarks)")
+	f.BoolVar(&o.fsync, "fsync", true, "fsync every commit before acknowledging it")
+	f.Int64Var(&o.exportRate, "export-rate", 0, "initial export throttle in bytes/s (0: unlimited; the mover sets it per move)")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	flagenv.Annotate(f, envPrefix)
+	cmd.SetArgs(args)
+	cmd.SetOut(stderr)
+	cmd.SetErr(stderr)
+	err := cmd.ExecuteContext(ctx)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "slotkv: %v\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "slotkv: %v\n", err)
+		return exitFailure
+	}
+}
+
+// serve runs the node until ctx is done.
+func serve(ctx context.Context, o *options, stderr io.Writer) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return usageError{fmt.Errorf("--log-level: %w", err)}
+	}
+	lg := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	lis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	defer lis.Close()
+	advertise := o.advertise
+	if advertise == "" {
+		advertise = lis.Addr().String()
+	}
+
+	var maps mapSource
+	var conn *grpc.ClientConn
+	if o.standalone {
+		m := new(node.StaticMap)
+		m.SetAll(o.id, advertise)
+		maps = staticSource{m}
+	} else {
+		conn, err = grpc.NewClient(o.slotd, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return fmt.Errorf("slotd address %q: %w", o.slotd, err)
+		}
+		defer conn.Close()
+		maps = newDirectorySource(conn, lg)
+	}
+
+	var registrar *node.Registrar
+	if conn != nil {
+		registrar, err = node.NewRegistrar(node.RegistrarConfig{
+			Admin:  slotdv1.NewAdminClient(conn),
+			Node:   &slotdv1.Node{Id: o.id, Address: advertise, Zone: o.zone, Weight: o.weight},
+			Logger: lg,
+		})
+		if err != nil {
+			return err
+		}
+	}
+
+	srv, err := slotkv.Open(slotkv.Config{
+		ID: o.id, DataDir: o.dataDir, Map: maps, NoSync: !o.fsync,
+		ExportBytesPerSecond: o.exportRate, Logger: lg, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	g := grpc.NewServer()
+	srv.Register(g)
+
+	var hs *http.Server
+	httpAddr := ""
+	httpDone := make(chan struct{})
+	if o.httpAddr != "" {
+		hl, err := net.Listen("tcp", o.httpAddr)
+		if err != nil {
+			srv.Close()
+			return fmt.Errorf("listen on %s: %w", o.httpAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+		hs = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		httpAddr = hl.Addr().String()
+		go func() { defer close(httpDone); _ = hs.Serve(hl) }()
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	eg, egCtx := errgroup.WithContext(runCtx)
+	eg.Go(func() error { return srv.Run(egCtx) })
+	eg.Go(func() error { return maps.Run(egCtx) })
+	if registrar != nil {
+		eg.Go(func() error { return registrar.Run(egCtx) })
+	}
+	eg.Go(func() error {
+		if err := g.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("grpc: %w", err)
+		}
+		return nil
+	})
+	lg.Info("slotkv serving", "id", o.id, "listen", lis.Addr().String(), "advertise", advertise, "http", httpAddr, "fsync", o.fsync, "standalone", o.standalone)
+
+	// Shutdown order: 1. stop taking requests and finish those in flight
+	// (bounded), 2. stop background work, 3. close the HTTP server,
+	// 4. close the data file.
+	<-egCtx.Done()
+	lg.Info("slotkv stopping")
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		g.Stop()
+		<-stopped
+	}
+	cancel()
+	err = eg.Wait()
+	if hs != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = hs.Shutdown(sctx)
+		scancel()
+		<-httpDone
+	}
+	return errors.Join(err, srv.Close())
+}
+
+// mapSource is a node.MapSource that may need a goroutine to stay fresh.
+type mapSource interface {
+	node.MapSource
+	Run(ctx context.Context) error
+}
+
+type staticSource struct{ *node.StaticMap }
+
+func (staticSource) Run(ctx context.Context) error { <-ctx.Done(); return nil }
