@@ -14,6 +14,9 @@
 //		c.Restart(t) // same data dir and ports; cli reconnects
 //	}
 //
+// The member logs nothing unless ETCDTEST_LOG is set in the environment
+// (then errors go to stderr).
+//
 // The member and its clients leave no goroutines behind once the test's
 // cleanups have run, so packages using it can keep
 // goleak.VerifyTestMain(m) in their TestMain without ignore lists.

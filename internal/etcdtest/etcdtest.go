@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -195,8 +196,14 @@ func (c *Cluster) start() (*embed.Etcd, error) {
 	cfg.ListenPeerUrls = []url.URL{c.peerURL}
 	cfg.AdvertisePeerUrls = []url.URL{c.peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.LogLevel = "error"
-	cfg.LogOutputs = []string{"stderr"}
+	if os.Getenv("ETCDTEST_LOG") != "" {
+		cfg.LogLevel = "error"
+		cfg.LogOutputs = []string{"stderr"}
+	} else {
+		// etcd logs errors for the listeners it closes on the way down;
+		// start failures come back from StartEtcd anyway.
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	}
 	cfg.UnsafeNoFsync = !c.opts.fsync
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {

@@ -1,0 +1,545 @@
+package directory
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/ringcompat"
+	"github.com/slotd/slotd/slots"
+)
+
+func TestBootstrap(t *testing.T) {
+	_, d, snap := setup(t, 3, nil)
+	ctx := testCtx(t)
+	if snap.Version != 1 {
+		t.Errorf("version after bootstrap = %d, want 1", snap.Version)
+	}
+	want, err := ringcompat.InitialAssignment([]ringcompat.Node{{ID: "n0", Weight: 1, Zone: "z0"}, {ID: "n1", Weight: 1, Zone: "z1"}, {ID: "n2", Weight: 1, Zone: "z0"}}, ringcompat.DefaultVNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snap.Owners(); !slices.Equal(got, want) {
+		t.Fatalf("owners differ from ringcompat.InitialAssignment")
+	}
+	total := 0
+	for id, n := range snap.Counts() {
+		if n == 0 {
+			t.Errorf("node %s owns no slot", id)
+		}
+		total += n
+	}
+	if total != slots.Count {
+		t.Errorf("counts sum to %d, want %d", total, slots.Count)
+	}
+
+	// Same nodes, other order, other etcd: same table.
+	c2 := etcdtest.New(t)
+	d2 := newDir(t, c2, nil)
+	nodes := testNodes(3)
+	slices.Reverse(nodes)
+	snap2, err := d2.Bootstrap(ctx, nodes, 0, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(snap.Owners(), snap2.Owners()) {
+		t.Error("bootstrap with the same nodes in another order gave another table")
+	}
+
+	_, err = d.Bootstrap(ctx, testNodes(3), 0, "test")
+	if !errors.Is(err, ErrAlreadyBootstrapped) {
+		t.Fatalf("second bootstrap: err = %v, want ErrAlreadyBootstrapped", err)
+	}
+	if v := mustVersion(t, d); v != 1 {
+		t.Errorf("version after refused bootstrap = %d, want 1", v)
+	}
+}
+
+func TestBootstrapRegisteredNodes(t *testing.T) {
+	c := etcdtest.New(t)
+	d := newDir(t, c, nil)
+	ctx := testCtx(t)
+	if _, err := d.Snapshot(ctx); !errors.Is(err, ErrNotBootstrapped) {
+		t.Fatalf("snapshot before bootstrap: err = %v, want ErrNotBootstrapped", err)
+	}
+	for _, n := range testNodes(2) {
+		if _, err := d.RegisterNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.BeginMove(ctx, MoveSpec{Slot: slots.MustNew(1), From: "n0", To: "n1"}); !errors.Is(err, ErrNotBootstrapped) {
+		t.Fatalf("move before bootstrap: err = %v, want ErrNotBootstrapped", err)
+	}
+	snap, err := d.Bootstrap(ctx, nil, 16, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Version != 3 || len(snap.Nodes) != 2 {
+		t.Fatalf("bootstrap over registered nodes: version %d nodes %d, want 3 and 2", snap.Version, len(snap.Nodes))
+	}
+}
+
+func TestNoSchema(t *testing.T) {
+	c := etcdtest.New(t)
+	d, err := New(Config{Client: c.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.RegisterNode(testCtx(t), testNodes(1)[0])
+	if !errors.Is(err, ErrNoSchema) {
+		t.Fatalf("register without schema: err = %v, want ErrNoSchema", err)
+	}
+}
+
+func TestSchemaTooNewStopsWrites(t *testing.T) {
+	_, d, _ := setup(t, 2, nil)
+	ctx := testCtx(t)
+	if err := d.SetSchema(ctx, SchemaVersion, SchemaVersion+1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.RegisterNode(ctx, Node{ID: "late", Addr: "127.0.0.1:1", Weight: 1})
+	if !errors.Is(err, ErrSchemaTooNew) {
+		t.Fatalf("write under a newer schema: err = %v, want ErrSchemaTooNew", err)
+	}
+	if _, err := d.Snapshot(ctx); !errors.Is(err, ErrSchemaTooNew) {
+		t.Fatalf("read under a newer schema: err = %v, want ErrSchemaTooNew", err)
+	}
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	_, d, snap := setup(t, 3, nil)
+	ctx := testCtx(t)
+	s0 := ownerSlot(t, snap, "n0")
+	slot := slots.MustNew(s0)
+	if _, err := d.Drain(ctx, "n2", "test", "t"); err != nil {
+		t.Fatal(err)
+	}
+	mv, err := d.BeginMove(ctx, MoveSpec{Slot: slot, From: "n0", To: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := slots.MustNew(ownerSlot(t, snap, "n1"))
+	long := string(make([]byte, 2000))
+
+	cases := []struct {
+		name string
+		op   func() error
+		want error
+	}{
+		{"begin: empty target", func() error {
+			_, err := d.BeginMove(ctx, MoveSpec{Slot: other, From: "n1"})
+			return err
+		}, ErrInvalid},
+		{"begin: same source and target", func() error {
+			_, err := d.BeginMove(ctx, MoveSpec{Slot: other, From: "n1", To: "n1"})
+			return err
+		}, ErrInvalid},
+		{"begin: bad move id", func() error {
+			_, err := d.BeginMove(ctx, MoveSpec{Slot: other, From: "n1", To: "n0", MoveID: "a/b"})
+			return err
+		}, ErrInvalid},
+		{"begin: reason too long", func() error {
+			_, err := d.BeginMove(ctx, MoveSpec{Slot: other, From: "n1", To: "n0", Reason: long})
+			return err
+		}, ErrInvalid},
+		{"begin: unknown target", func() error {
+			_, err := d.BeginMove(ctx, MoveSpec{Slot: other, From: "n1", To: "ghost"})
+			return err
+		}, ErrNotFound},
+		{"begin: owner mismatch", func() error {
+			_, err := d.BeginMove(ctx, MoveSpec{Slot: other, From: "n0", To: "n1"})
+			return err
+		}, ErrPrecondition},
+		{"begin: target draining", func() error {
+			_, err := d.BeginMove(ctx, MoveSpec{Slot: other, From: "n1", To: "n2"})
+			return err
+		}, ErrPrecondition},
+		{"begin: slot not stable", func() error {
+			_, err := d.BeginMove(ctx, MoveSpec{Slot: slot, From: "n0", To: "n1"})
+			return err
+		}, ErrPrecondition},
+		{"begin: stale expected version", func() error {
+			_, err := d.BeginMove(ctx, MoveSpec{Slot: other, From: "n1", To: "n0", ExpectVersion: 1})
+			return err
+		}, ErrConflict},
+		{"advance: unknown phase", func() error {
+			_, err := d.AdvanceMove(ctx, slot, mv.MoveID, "teleport")
+			return err
+		}, ErrInvalid},
+		{"advance: unknown move", func() error {
+			_, err := d.AdvanceMove(ctx, slot, "m-nope", PhaseCatchup)
+			return err
+		}, ErrNotFound},
+		{"commit: not fenced", func() error {
+			_, err := d.CommitMove(ctx, slot, mv.MoveID, "t")
+			return err
+		}, ErrPrecondition},
+		{"commit: move not in flight", func() error {
+			_, err := d.CommitMove(ctx, other, mv.MoveID, "t")
+			return err
+		}, ErrNotFound},
+		{"abort: move not in flight", func() error {
+			_, err := d.AbortMove(ctx, other, "m-x", "r", "t")
+			return err
+		}, ErrNotFound},
+		{"register: empty id", func() error {
+			_, err := d.RegisterNode(ctx, Node{Addr: "127.0.0.1:1", Weight: 1})
+			return err
+		}, ErrInvalid},
+		{"register: id with slash", func() error {
+			_, err := d.RegisterNode(ctx, Node{ID: "a/b", Addr: "127.0.0.1:1", Weight: 1})
+			return err
+		}, ErrInvalid},
+		{"register: weight 0", func() error {
+			_, err := d.RegisterNode(ctx, Node{ID: "x", Addr: "127.0.0.1:1", Weight: 0})
+			return err
+		}, ErrInvalid},
+		{"register: negative weight", func() error {
+			_, err := d.RegisterNode(ctx, Node{ID: "x", Addr: "127.0.0.1:1", Weight: -3})
+			return err
+		}, ErrInvalid},
+		{"register: address without port", func() error {
+			_, err := d.RegisterNode(ctx, Node{ID: "x", Addr: "127.0.0.1", Weight: 1})
+			return err
+		}, ErrInvalid},
+		{"register: same id, other weight", func() error {
+			_, err := d.RegisterNode(ctx, Node{ID: "n0", Addr: "127.0.0.1:7000", Zone: "z0", Weight: 5})
+			return err
+		}, ErrPrecondition},
+		{"set weight: zero", func() error {
+			_, err := d.SetWeight(ctx, "n0", 0, "t")
+			return err
+		}, ErrInvalid},
+		{"set weight: unknown node", func() error {
+			_, err := d.SetWeight(ctx, "ghost", 2, "t")
+			return err
+		}, ErrNotFound},
+		{"update address: bad", func() error {
+			_, err := d.UpdateAddr(ctx, "n0", "nowhere", "t")
+			return err
+		}, ErrInvalid},
+		{"drain: unknown node", func() error {
+			_, err := d.Drain(ctx, "ghost", "r", "t")
+			return err
+		}, ErrNotFound},
+		{"remove: owns slots", func() error {
+			_, err := d.RemoveNode(ctx, "n2", "r", "t")
+			return err
+		}, ErrPrecondition},
+		{"remove: unknown", func() error {
+			_, err := d.RemoveNode(ctx, "ghost", "r", "t")
+			return err
+		}, ErrNotFound},
+		{"bootstrap: again", func() error {
+			_, err := d.Bootstrap(ctx, testNodes(3), 0, "t")
+			return err
+		}, ErrAlreadyBootstrapped},
+		{"bootstrap: negative vnodes", func() error {
+			_, err := d.Bootstrap(ctx, testNodes(3), -1, "t")
+			return err
+		}, ErrInvalid},
+		{"heartbeat: unknown node", func() error {
+			return d.Heartbeat(ctx, "ghost")
+		}, ErrNotFound},
+		{"throttle: negative", func() error {
+			return d.SetThrottle(ctx, -1)
+		}, ErrInvalid},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before, err := d.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tc.op()
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			after, err := d.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Version != before.Version {
+				t.Errorf("version moved from %d to %d", before.Version, after.Version)
+			}
+			if !slices.Equal(after.Owners(), before.Owners()) || !slices.Equal(after.Moves, before.Moves) {
+				t.Error("table changed")
+			}
+		})
+	}
+}
+
+func TestMoveLifecycle(t *testing.T) {
+	_, d, snap := setup(t, 3, nil)
+	ctx := testCtx(t)
+	a := slots.MustNew(ownerSlot(t, snap, "n0"))
+	b := slots.MustNew(ownerSlot(t, snap, "n1"))
+
+	mv, err := d.BeginMove(ctx, MoveSpec{Slot: a, From: "n0", To: "n2", PlanID: "p1", Reason: "fill n2", By: "op"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ph := range []Phase{PhaseCatchup, PhaseCatchup, PhaseFenced} {
+		if _, err := d.AdvanceMove(ctx, a, mv.MoveID, ph); err != nil {
+			t.Fatalf("advance to %s: %v", ph, err)
+		}
+	}
+	if _, err := d.AdvanceMove(ctx, a, mv.MoveID, PhaseCopy); !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("advance backwards: err = %v, want ErrPrecondition", err)
+	}
+	// The source may not be removed while in a move.
+	if _, err := d.RemoveNode(ctx, "n2", "r", "t"); !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("remove target in a move: err = %v, want ErrPrecondition", err)
+	}
+	vc, err := d.CommitMove(ctx, a, mv.MoveID, "mover")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	mv2, err := d.BeginMove(ctx, MoveSpec{Slot: b, From: "n1", To: "n0", Reason: "try"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	va, err := d.AbortMove(ctx, b, mv2.MoveID, "target slow", "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if va != vc+2 { // begin, abort
+		t.Errorf("abort version %d, want %d", va, vc+2)
+	}
+
+	got, err := d.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Owner(a) != "n2" || got.Owner(b) != "n1" || len(got.Moves) != 0 {
+		t.Fatalf("after commit+abort: owner(a)=%s owner(b)=%s moves=%d", got.Owner(a), got.Owner(b), len(got.Moves))
+	}
+	hist, err := d.History(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, c := range hist {
+		kinds = append(kinds, c.Kind)
+	}
+	wantKinds := []string{ChangeBootstrap, ChangeMoveBegin, ChangeMoveAdvance, ChangeMoveAdvance, ChangeMoveCommit, ChangeMoveBegin, ChangeMoveAbort}
+	if !slices.Equal(kinds, wantKinds) {
+		t.Fatalf("history kinds = %v, want %v", kinds, wantKinds)
+	}
+	commit := hist[4]
+	if commit.Slot != a || commit.From != "n0" || commit.To != "n2" || commit.PlanID != "p1" || commit.MoveID != mv.MoveID || commit.By != "mover" || commit.Reason != "fill n2" {
+		t.Errorf("commit entry = %+v", commit)
+	}
+	if abort := hist[6]; abort.Reason != "target slow" || abort.Slot != b {
+		t.Errorf("abort entry = %+v", abort)
+	}
+}
+
+func TestNodeOps(t *testing.T) {
+	_, d, _ := setup(t, 2, nil)
+	ctx := testCtx(t)
+	n := Node{ID: "new", Addr: "127.0.0.1:9000", Zone: "z9", Weight: 2}
+	got, err := d.RegisterNode(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != NodeActive {
+		t.Errorf("new node state %s", got.State)
+	}
+	v := mustVersion(t, d)
+	if _, err := d.RegisterNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if mustVersion(t, d) != v {
+		t.Error("re-registering the same node bumped the version")
+	}
+	n.Addr = "127.0.0.1:9001"
+	if got, err := d.RegisterNode(ctx, n); err != nil || got.Addr != n.Addr {
+		t.Fatalf("re-register with new address: %v %+v", err, got)
+	}
+	if _, err := d.SetWeight(ctx, "new", 3, "op"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Drain(ctx, "new", "retire", "op"); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := d.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nn, _ := snap.Node("new"); nn.Weight != 3 || nn.State != NodeDraining || nn.Addr != "127.0.0.1:9001" {
+		t.Fatalf("node after edits = %+v", nn)
+	}
+	if _, err := d.RemoveNode(ctx, "new", "retired", "op"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Heartbeat(ctx, "new"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("heartbeat of removed node: %v", err)
+	}
+}
+
+func TestBeginMoveRace(t *testing.T) {
+	for _, expect := range []bool{true, false} {
+		t.Run(fmt.Sprintf("expect-version=%v", expect), func(t *testing.T) {
+			_, d, snap := setup(t, 4, nil)
+			ctx := testCtx(t)
+			s := slots.MustNew(ownerSlot(t, snap, "n0"))
+			const racers = 8
+			var ev uint64
+			if expect {
+				ev = snap.Version
+			}
+			errs := make([]error, racers)
+			var start, done sync.WaitGroup
+			start.Add(1)
+			for i := range racers {
+				done.Add(1)
+				go func() {
+					defer done.Done()
+					start.Wait()
+					_, errs[i] = d.BeginMove(ctx, MoveSpec{Slot: s, From: "n0", To: fmt.Sprintf("n%d", 1+i%3), ExpectVersion: ev, MoveID: fmt.Sprintf("race-%d", i)})
+				}()
+			}
+			start.Done()
+			done.Wait()
+			wins := 0
+			for i, err := range errs {
+				switch {
+				case err == nil:
+					wins++
+				case errors.Is(err, ErrConflict), errors.Is(err, ErrPrecondition):
+				default:
+					t.Errorf("racer %d: unexpected error %v", i, err)
+				}
+			}
+			if wins != 1 {
+				t.Fatalf("%d racers won, want exactly 1 (errors %v)", wins, errs)
+			}
+			if v := mustVersion(t, d); v != snap.Version+1 {
+				t.Fatalf("version %d after the race, want %d", v, snap.Version+1)
+			}
+		})
+	}
+}
+
+func TestConcurrentMovesOfDistinctSlotsAllApply(t *testing.T) {
+	// Writers on different slots share the version key, so most of their
+	// first attempts conflict; the update helper's retry makes all succeed.
+	_, d, snap := setup(t, 3, nil)
+	ctx := testCtx(t)
+	owned := snap.SlotsOf("n0")
+	var ss []slots.Slot
+	for s := range owned.All() {
+		if len(ss) == 6 {
+			break
+		}
+		ss = append(ss, s)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(ss))
+	for i, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = d.BeginMove(ctx, MoveSpec{Slot: s, From: "n0", To: "n1"})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("move of slot %d: %v", ss[i].Int(), err)
+		}
+	}
+	if v := mustVersion(t, d); v != snap.Version+uint64(len(ss)) {
+		t.Errorf("version %d, want %d", v, snap.Version+uint64(len(ss)))
+	}
+}
+
+func TestHistoryBounded(t *testing.T) {
+	_, d, _ := setup(t, 2, func(c *Config) { c.HistoryLimit = 5 })
+	ctx := testCtx(t)
+	for i := range 12 {
+		if _, err := d.SetWeight(ctx, "n0", 2+i, "t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hist, err := d.History(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := mustVersion(t, d)
+	if len(hist) != 5 || hist[0].Version != v-4 || hist[4].Version != v {
+		t.Fatalf("history = %d entries from %d to %d, want 5 from %d to %d", len(hist), hist[0].Version, hist[len(hist)-1].Version, v-4, v)
+	}
+	last2, err := d.History(ctx, 2)
+	if err != nil || len(last2) != 2 || last2[1].Version != v {
+		t.Fatalf("History(2) = %v, %v", last2, err)
+	}
+}
+
+func TestStateSurvivesEtcdRestart(t *testing.T) {
+	c, d, snap := setup(t, 3, nil)
+	ctx := testCtx(t)
+	s := slots.MustNew(ownerSlot(t, snap, "n0"))
+	mv, err := d.BeginMove(ctx, MoveSpec{Slot: s, From: "n0", To: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := d.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Restart(t)
+	after, err := d.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != before.Version || !slices.Equal(after.Owners(), before.Owners()) ||
+		!slices.Equal(after.Moves, before.Moves) || !slices.Equal(after.Nodes, before.Nodes) {
+		t.Fatal("table changed across an etcd restart")
+	}
+	// The move in flight can be finished after the restart.
+	if _, err := d.AdvanceMove(ctx, s, mv.MoveID, PhaseFenced); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CommitMove(ctx, s, mv.MoveID, "t"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestThrottleAndPlans(t *testing.T) {
+	_, d, _ := setup(t, 1, nil)
+	ctx := testCtx(t)
+	if _, ok, err := d.Throttle(ctx); err != nil || ok {
+		t.Fatalf("throttle before set: ok=%v err=%v", ok, err)
+	}
+	if err := d.SetThrottle(ctx, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := d.Throttle(ctx); err != nil || !ok || v != 1<<20 {
+		t.Fatalf("throttle = %d %v %v", v, ok, err)
+	}
+	if err := d.PutPlan(ctx, "p2", []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.PutPlan(ctx, "p1", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := d.PlanIDs(ctx)
+	if err != nil || !slices.Equal(ids, []string{"p1", "p2"}) {
+		t.Fatalf("plan ids = %v %v", ids, err)
+	}
+	if b, err := d.Plan(ctx, "p1"); err != nil || string(b) != "one" {
+		t.Fatalf("plan p1 = %q %v", b, err)
+	}
+	if err := d.DeletePlan(ctx, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Plan(ctx, "p1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted plan: %v", err)
+	}
+}
