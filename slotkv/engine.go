@@ -41,6 +41,10 @@ type EngineOptions struct {
 // is safe for concurrent use.
 type Engine struct {
 	db *bolt.DB
+	// update is db.Batch when commits are fsynced: concurrent writes to
+	// different slots then share one fsync (group commit). Without fsync a
+	// commit is cheap and db.Update avoids Batch's collection delay.
+	update func(func(*bolt.Tx) error) error
 }
 
 var _ node.Store = (*Engine)(nil)
@@ -59,7 +63,13 @@ func OpenEngine(path string, opts EngineOptions) (*Engine, error) {
 		db.Close()
 		return nil, fmt.Errorf("slotkv: init %s: %w", path, err)
 	}
-	return &Engine{db: db}, nil
+	e := &Engine{db: db, update: db.Update}
+	if !opts.NoSync {
+		// A lone writer waits at most this long for company.
+		db.MaxBatchDelay = time.Millisecond
+		e.update = db.Batch
+	}
+	return e, nil
 }
 
 // Close closes the data file.
@@ -134,9 +144,11 @@ func (e *Engine) Scan(ctx context.Context, s slots.Slot, cursor []byte, maxBytes
 	return out, next, ctx.Err()
 }
 
-// Apply implements node.Store: one bbolt transaction per batch.
+// Apply implements node.Store: one bbolt transaction per batch, possibly
+// shared with concurrent batches (which is safe: a batch is idempotent, so
+// bbolt may run it twice).
 func (e *Engine) Apply(ctx context.Context, s slots.Slot, batch []node.Mutation) error {
-	err := e.db.Update(func(tx *bolt.Tx) error {
+	err := e.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(dataBucket)
 		for _, m := range batch {
 			if len(m.Key) == 0 {

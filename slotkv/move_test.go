@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -486,5 +487,49 @@ func TestMovedAnswer(t *testing.T) {
 	}}})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("import into an owned slot: %v, want FailedPrecondition", err)
+	}
+}
+
+// TestRateChangeAppliesToRunningExport starts an export at 2 KB/s (a 100 KB
+// slot would take 50 s), lifts the limit while it runs, and sees it finish
+// long before that: a running export picks up the new rate. The timing
+// claim itself (within one second) is TestThrottleRateChange in client/node,
+// on a simulated clock.
+func TestRateChangeAppliesToRunningExport(t *testing.T) {
+	ctx := ctxT(t)
+	m := new(node.StaticMap)
+	a := startNode(t, "a", t.TempDir(), m, nodeOpts{noSync: true, rate: 2000})
+	m.SetAll("a", a.addr)
+	keys, s := keysIn("slow", 100)
+	batch := make([]node.Mutation, len(keys))
+	for i, k := range keys {
+		batch[i] = node.Mutation{Key: k, Value: EncodeValue(1, make([]byte, 1000))}
+	}
+	if err := a.srv.Engine().Apply(ctx, s, batch); err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.store.Export(ctx, &slotdv1.ExportRequest{Slot: uint32(s.Int()), MoveId: "slow", MaxBatchBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil { // the export is running
+		t.Fatal(err)
+	}
+	resp, err := a.store.SetExportRate(ctx, &slotdv1.SetExportRateRequest{BytesPerSecond: 0})
+	if err != nil || resp.BytesPerSecond != 0 {
+		t.Fatalf("set rate: %v %v", resp, err)
+	}
+	start := time.Now()
+	for {
+		b, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Done {
+			break
+		}
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("export took %s after the limit was lifted; at 2 KB/s it would take 50s", d)
 	}
 }

@@ -1,0 +1,197 @@
+package slotkv
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/client/node"
+	"github.com/slotd/slotd/slotkv/kvpb"
+	"github.com/slotd/slotd/slots"
+)
+
+// benchClients is the number of concurrent callers in the Put/Get benchmarks.
+const benchClients = 8
+
+// runOps runs b.N calls of op split over benchClients goroutines and
+// reports ops/s and the 99th-percentile latency.
+func runOps(b *testing.B, op func(ctx context.Context, i int) error) {
+	ctx := context.Background()
+	lat := make([][]time.Duration, benchClients)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for c := range benchClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := c; i < b.N; i += benchClients {
+				t0 := time.Now()
+				if err := op(ctx, i); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[c] = append(lat[c], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	if len(all) > 0 {
+		b.ReportMetric(float64(len(all))/elapsed.Seconds(), "ops/s")
+		b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99_ms")
+	}
+}
+
+// BenchmarkPut: gRPC Put of 100-byte values to one node over 127.0.0.1, 8
+// concurrent clients, with and without fsync at each commit.
+func BenchmarkPut(b *testing.B) {
+	for _, fsync := range []bool{true, false} {
+		b.Run(fmt.Sprintf("fsync=%v", fsync), func(b *testing.B) {
+			m := new(node.StaticMap)
+			tn := startNode(b, "a", b.TempDir(), m, nodeOpts{noSync: !fsync})
+			m.SetAll("a", tn.addr)
+			val := make([]byte, 100)
+			runOps(b, func(ctx context.Context, i int) error {
+				_, err := tn.kv.Put(ctx, &kvpb.PutRequest{Key: fmt.Appendf(nil, "key-%d", i%10000), Value: val})
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkGet: gRPC Get of 10,000 existing 100-byte values, 8 concurrent
+// clients.
+func BenchmarkGet(b *testing.B) {
+	m := new(node.StaticMap)
+	tn := startNode(b, "a", b.TempDir(), m, nodeOpts{noSync: true})
+	m.SetAll("a", tn.addr)
+	val := make([]byte, 100)
+	for i := range 10000 {
+		k := fmt.Appendf(nil, "key-%d", i)
+		if err := tn.srv.Engine().Apply(context.Background(), slots.ForKey(k), []node.Mutation{{Key: k, Value: EncodeValue(1, val)}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runOps(b, func(ctx context.Context, i int) error {
+		r, err := tn.kv.Get(ctx, &kvpb.GetRequest{Key: fmt.Appendf(nil, "key-%d", i%10000)})
+		if err == nil && !r.Found {
+			err = fmt.Errorf("key-%d not found", i%10000)
+		}
+		return err
+	})
+}
+
+// fillSlot writes n keys with values of size bytes (version included) into
+// one slot, directly through the engine.
+func fillSlot(b *testing.B, e *Engine, tag string, n, size int) slots.Slot {
+	keys, s := keysIn(tag, n)
+	val := EncodeValue(1, make([]byte, size-8))
+	for i := 0; i < n; i += 5000 {
+		batch := make([]node.Mutation, 0, 5000)
+		for _, k := range keys[i:min(i+5000, n)] {
+			batch = append(batch, node.Mutation{Key: k, Value: val})
+		}
+		if err := e.Apply(context.Background(), s, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s
+}
+
+// BenchmarkExport: an unthrottled Export stream of one whole slot over
+// 127.0.0.1; MB/s counts key and value bytes.
+func BenchmarkExport(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		n, size int
+	}{
+		{"100000x100B", 100000, 100},
+		{"20000x1KiB", 20000, 1024},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			m := new(node.StaticMap)
+			tn := startNode(b, "a", b.TempDir(), m, nodeOpts{noSync: true})
+			m.SetAll("a", tn.addr)
+			s := fillSlot(b, tn.srv.Engine(), "export", tc.n, tc.size)
+			_, total, err := tn.srv.Engine().SlotSize(context.Background(), s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(total)
+			b.ResetTimer()
+			for i := range b.N {
+				batches := exportAll(context.Background(), b, tn, s, fmt.Sprint("bench-", i), nil, 0)
+				if !batches[len(batches)-1].Done {
+					b.Fatal("export did not finish")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkExportThrottled exports 20 MB at 2 MB/s over a real socket and
+// reports the average rate and the worst 1-second window after the first,
+// as a percentage off the limit (the claim: within 10%).
+func BenchmarkExportThrottled(b *testing.B) {
+	const limit = 2_000_000
+	m := new(node.StaticMap)
+	tn := startNode(b, "a", b.TempDir(), m, nodeOpts{noSync: true})
+	m.SetAll("a", tn.addr)
+	s := fillSlot(b, tn.srv.Engine(), "throttled", 20000, 1000) // 20 MB
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := tn.store.SetExportRate(ctx, &slotdv1.SetExportRateRequest{BytesPerSecond: limit}); err != nil {
+			b.Fatal(err)
+		}
+		st, err := tn.store.Export(ctx, &slotdv1.ExportRequest{Slot: uint32(s.Int()), MoveId: fmt.Sprint("t-", i), MaxBatchBytes: 64 << 10})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		var windows []float64
+		var total float64
+		for {
+			bt, err := st.Recv()
+			if err != nil {
+				b.Fatal(err)
+			}
+			w := int(time.Since(start) / time.Second)
+			for len(windows) <= w {
+				windows = append(windows, 0)
+			}
+			for _, e := range bt.Entries {
+				windows[w] += float64(len(e.Key) + len(e.Value))
+				total += float64(len(e.Key) + len(e.Value))
+			}
+			if bt.Done {
+				break
+			}
+		}
+		elapsed := time.Since(start).Seconds()
+		worst := 0.0
+		for _, w := range windows[1 : len(windows)-1] {
+			worst = max(worst, 100*abs(w-limit)/limit)
+		}
+		b.ReportMetric(total/elapsed/1e6, "MB/s")
+		b.ReportMetric(worst, "worst_window_off_%")
+	}
+	if _, err := tn.store.SetExportRate(ctx, &slotdv1.SetExportRateRequest{}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
