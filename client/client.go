@@ -1,0 +1,436 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/api/slotmap"
+	"google.golang.org/grpc"
+	gbackoff "google.golang.org/grpc/backoff"
+)
+
+// Errors returned by the Client. Callers use errors.Is.
+var (
+	// ErrNoMap: the client has no map with owners yet (no slotd answered, or
+	// the directory is not bootstrapped).
+	ErrNoMap = errors.New("client: no slot map")
+	// ErrClosed: the Client was closed.
+	ErrClosed = errors.New("client: closed")
+	// ErrClusterMismatch: an endpoint served a map of another cluster.
+	ErrClusterMismatch = errors.New("client: endpoint serves another cluster")
+)
+
+// Client keeps a slot map fresh and routes keys with it. Create it with New
+// and release it with Close.
+type Client struct {
+	opts Options
+	lg   *slog.Logger
+	m    *metrics
+
+	conns []*grpc.ClientConn
+	dirs  []slotdv1.DirectoryClient
+	// ep is the index of the endpoint the watch uses now; fetches start there.
+	ep atomic.Int32
+
+	// cur is the map Route reads without locks.
+	cur atomic.Pointer[slotmap.Map]
+	// mu serializes map updates (so a check-then-store never moves the map
+	// back) and guards subs and closed.
+	mu     sync.Mutex
+	subs   map[chan *slotmap.Map]struct{}
+	closed bool
+
+	// first is closed when the first map arrives.
+	first     chan struct{}
+	firstOnce sync.Once
+	// refresh asks the fetcher for a fresh map; capacity 1 coalesces requests.
+	refresh chan struct{}
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New connects to the endpoints, waits until a map arrives (or ctx ends),
+// and keeps the map fresh in the background until Close. ctx bounds only the
+// wait for the first map.
+func New(ctx context.Context, opts Options) (*Client, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		opts:    opts,
+		lg:      opts.Logger,
+		m:       m,
+		subs:    make(map[chan *slotmap.Map]struct{}),
+		first:   make(chan struct{}),
+		refresh: make(chan struct{}, 1),
+	}
+	// gRPC's own reconnect backoff (1s base by default) would hold a client
+	// back long after a restarted slotd is up again; use ours. The caller's
+	// options come last and win.
+	dial := append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff: gbackoff.Config{
+			BaseDelay:  opts.ReconnectBackoff,
+			Multiplier: 2,
+			Jitter:     0.2,
+			MaxDelay:   opts.MaxReconnectBackoff,
+		},
+		MinConnectTimeout: opts.FetchTimeout,
+	})}, opts.DialOptions...)
+	for _, ep := range opts.Endpoints {
+		conn, err := grpc.NewClient(ep, dial...)
+		if err != nil {
+			c.closeConns()
+			m.unregister(opts.Registerer)
+			return nil, fmt.Errorf("client: endpoint %s: %w", ep, err)
+		}
+		c.conns = append(c.conns, conn)
+		c.dirs = append(c.dirs, slotdv1.NewDirectoryClient(conn))
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.wg.Add(2)
+	go func() { defer c.wg.Done(); c.watchLoop(runCtx) }()
+	go func() { defer c.wg.Done(); c.fetchLoop(runCtx) }()
+
+	select {
+	case <-c.first:
+		return c, nil
+	case <-ctx.Done():
+		c.Close()
+		return nil, fmt.Errorf("%w: none of %v served a map before %v", ErrNoMap, opts.Endpoints, context.Cause(ctx))
+	}
+}
+
+// Close stops the background work, closes the connections and the
+// subscription channels, and waits for everything it started. It is safe to
+// call more than once.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	for ch := range c.subs {
+		close(ch)
+		delete(c.subs, ch)
+	}
+	c.mu.Unlock()
+
+	// Shutdown order: 1. cancel the loops, 2. wait for them (they use the
+	// connections), 3. close the connections, 4. drop the metrics.
+	c.cancel()
+	c.wg.Wait()
+	c.closeConns()
+	c.m.unregister(c.opts.Registerer)
+	return nil
+}
+
+func (c *Client) closeConns() {
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+}
+
+// Map returns the current map, or nil before the first one. A Map is
+// immutable; keep using the returned one as long as you like.
+func (c *Client) Map() *slotmap.Map { return c.cur.Load() }
+
+// Route returns the slot of key and its owner from the local map: no RPC,
+// no lock, no allocation. It fails with ErrNoMap when the map has no owners.
+func (c *Client) Route(key []byte) (slotmap.Route, error) {
+	m := c.cur.Load()
+	if m == nil {
+		return slotmap.Route{}, ErrNoMap
+	}
+	r := m.Route(key)
+	if !r.OK() {
+		return r, ErrNoMap
+	}
+	return r, nil
+}
+
+// RouteString is Route for a string key.
+func (c *Client) RouteString(key string) (slotmap.Route, error) {
+	m := c.cur.Load()
+	if m == nil {
+		return slotmap.Route{}, ErrNoMap
+	}
+	r := m.RouteString(key)
+	if !r.OK() {
+		return r, ErrNoMap
+	}
+	return r, nil
+}
+
+// Subscribe returns a channel that receives the current map at once (if
+// any) and then every new map. It holds at most one map: a slow reader
+// skips intermediate maps and always gets the latest. The channel is closed
+// by cancel or by Close.
+func (c *Client) Subscribe() (maps <-chan *slotmap.Map, cancel func()) {
+	ch := make(chan *slotmap.Map, 1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		close(ch)
+		return ch, func() {}
+	}
+	c.subs[ch] = struct{}{}
+	if m := c.cur.Load(); m != nil {
+		ch <- m
+	}
+	return ch, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if _, ok := c.subs[ch]; ok {
+			delete(c.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// Refresh fetches the map now from the first endpoint that answers and
+// applies it if it is newer.
+func (c *Client) Refresh(ctx context.Context) error {
+	known := uint64(0)
+	if m := c.cur.Load(); m != nil {
+		known = m.Version()
+	}
+	start := int(c.ep.Load())
+	var errs []error
+	for i := range c.dirs {
+		ep := (start + i) % len(c.dirs)
+		fctx, cancel := context.WithTimeout(ctx, c.opts.FetchTimeout)
+		resp, err := c.dirs[ep].GetMap(fctx, &slotdv1.GetMapRequest{IfNewerThan: known})
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.opts.Endpoints[ep], err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		if resp.GetUnchanged() {
+			return nil
+		}
+		m, err := slotmap.FromProto(resp.GetMap())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.opts.Endpoints[ep], err))
+			continue
+		}
+		if _, err := c.replace(m, sourceFetch); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.opts.Endpoints[ep], err))
+			continue
+		}
+		return nil
+	}
+	return fmt.Errorf("client: fetch map: %w", errors.Join(errs...))
+}
+
+// requestRefresh asks the fetcher for a fresh map without waiting.
+func (c *Client) requestRefresh() {
+	select {
+	case c.refresh <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+// fetchLoop serves refresh requests, at most one per MinFetchInterval.
+func (c *Client) fetchLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.refresh:
+		}
+		if err := c.Refresh(ctx); err != nil && ctx.Err() == nil {
+			c.lg.Warn("map fetch failed", "err", err)
+		}
+		if !sleep(ctx, c.opts.MinFetchInterval) {
+			return
+		}
+	}
+}
+
+// watchLoop keeps one WatchMap stream open, moving to the next endpoint
+// whenever a stream fails, with capped jittered backoff between attempts.
+func (c *Client) watchLoop(ctx context.Context) {
+	failures := 0
+	for {
+		ep := int(c.ep.Load())
+		progressed, err := c.watchOnce(ctx, ep)
+		if ctx.Err() != nil {
+			return
+		}
+		c.m.reconnects.Inc()
+		if progressed {
+			failures = 0
+		} else {
+			failures++
+		}
+		if !errors.Is(err, slotmap.ErrGap) {
+			// The endpoint failed us: try the next one. A gap is the
+			// stream's problem, not the endpoint's; reconnecting there
+			// yields a full map.
+			c.ep.Store(int32((ep + 1) % len(c.dirs)))
+		}
+		c.lg.Info("map watch ended", "endpoint", c.opts.Endpoints[ep], "err", err, "failures", failures)
+		if failures > 0 && !sleep(ctx, backoff(c.opts.ReconnectBackoff, c.opts.MaxReconnectBackoff, failures)) {
+			return
+		}
+	}
+}
+
+// watchOnce runs one stream until it fails. progressed reports whether it
+// delivered at least one update.
+func (c *Client) watchOnce(ctx context.Context, ep int) (progressed bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	known := uint64(0)
+	if m := c.cur.Load(); m != nil {
+		known = m.Version()
+	}
+	stream, err := c.dirs[ep].WatchMap(sctx, &slotdv1.WatchMapRequest{KnownVersion: known})
+	if err != nil {
+		return false, err
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return progressed, err
+		}
+		switch u := resp.GetUpdate().(type) {
+		case *slotdv1.WatchMapResponse_Full:
+			m, err := slotmap.FromProto(u.Full)
+			if err != nil {
+				return progressed, err
+			}
+			if _, err := c.replace(m, sourceWatchFull); err != nil {
+				return progressed, err
+			}
+		case *slotdv1.WatchMapResponse_Delta:
+			if err := c.applyDelta(u.Delta); err != nil {
+				return progressed, err
+			}
+		default:
+			return progressed, fmt.Errorf("client: watch sent an empty update")
+		}
+		progressed = true
+	}
+}
+
+// replace installs a full map unless it is older than the current one.
+func (c *Client) replace(next *slotmap.Map, source string) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.cur.Load()
+	if old != nil {
+		if old.ClusterID() != next.ClusterID() {
+			return false, fmt.Errorf("%w: have %q, got %q", ErrClusterMismatch, old.ClusterID(), next.ClusterID())
+		}
+		if next.Version() < old.Version() {
+			return false, nil // never move back; a lagging replica will catch up
+		}
+		next = old.Replace(next)
+	}
+	c.storeLocked(next, source)
+	return true, nil
+}
+
+// applyDelta applies a watch delta. A delta that is already covered is
+// ignored; one that does not follow the current map is ErrGap.
+func (c *Client) applyDelta(d *slotdv1.MapDelta) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.cur.Load()
+	if old == nil {
+		return fmt.Errorf("%w: delta before any full map", slotmap.ErrGap)
+	}
+	if d.GetVersion() <= old.Version() {
+		return nil
+	}
+	next, err := old.Apply(d)
+	if err != nil {
+		return err
+	}
+	c.storeLocked(next, sourceWatchDelta)
+	return nil
+}
+
+// patch applies a MOVED redirect to one slot if it is newer than what the
+// map knows about the slot.
+func (c *Client) patch(r movedTo) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.cur.Load()
+	if old == nil {
+		return false
+	}
+	next, ok := old.WithOwner(r.slot, r.owner, r.addr, r.version)
+	if ok {
+		c.storeLocked(next, sourceRedirect)
+	}
+	return ok
+}
+
+// storeLocked publishes m. c.mu must be held.
+func (c *Client) storeLocked(m *slotmap.Map, source string) {
+	c.cur.Store(m)
+	c.m.refreshes.WithLabelValues(source).Inc()
+	c.m.version.Set(float64(m.Version()))
+	c.lg.Debug("map updated", "version", m.Version(), "source", source)
+	for ch := range c.subs {
+		select {
+		case ch <- m:
+		default:
+			// Only this function sends, under c.mu: after draining the stale
+			// map there is room.
+			select {
+			case <-ch:
+			default:
+			}
+			ch <- m
+		}
+	}
+	c.firstOnce.Do(func() { close(c.first) })
+}
+
+// backoff returns the wait before attempt n (n >= 1): base doubled n-1
+// times, capped, then jittered down by up to half so that many clients do
+// not retry in step.
+func backoff(base, max time.Duration, n int) time.Duration {
+	d := base
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits d or until ctx ends; it reports whether the full wait elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,545 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/slotd/slotd/api/redirect"
+	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/api/slotmap"
+	"github.com/slotd/slotd/client/internal/maptest"
+	"github.com/slotd/slotd/slots"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The test cluster: three store nodes, slot s owned by nodes[s%3].
+var testNodes = []slotmap.Node{
+	{ID: "a", Addr: "10.0.0.1:7500", Weight: 1, State: slotdv1.NodeState_NODE_STATE_ACTIVE},
+	{ID: "b", Addr: "10.0.0.2:7500", Weight: 1, State: slotdv1.NodeState_NODE_STATE_ACTIVE},
+	{ID: "c", Addr: "10.0.0.3:7500", Weight: 1, State: slotdv1.NodeState_NODE_STATE_ACTIVE},
+}
+
+func baseMap(t testing.TB, version uint64) *slotmap.Map {
+	t.Helper()
+	m, err := maptest.RoundRobin(version, testNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func moved(t testing.TB, m *slotmap.Map, version uint64, s slots.Slot, to string) *slotmap.Map {
+	t.Helper()
+	next, err := maptest.Move(m, version, s, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return next
+}
+
+func startServer(t testing.TB, st *maptest.State, addr string) *maptest.Server {
+	t.Helper()
+	srv, err := maptest.Start(st, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// newClient starts a client with fast backoffs and stops it at test end.
+func newClient(t testing.TB, reg prometheus.Registerer, endpoints ...string) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := New(ctx, Options{
+		Endpoints:           endpoints,
+		Registerer:          reg,
+		RetryBackoff:        time.Millisecond,
+		MaxRetryBackoff:     5 * time.Millisecond,
+		ReconnectBackoff:    5 * time.Millisecond,
+		MaxReconnectBackoff: 50 * time.Millisecond,
+		MinFetchInterval:    time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// eventually polls cond every few milliseconds for up to 10 seconds.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func versionIs(c *Client, v uint64) func() bool {
+	return func() bool { m := c.Map(); return m != nil && m.Version() == v }
+}
+
+func TestOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		o    Options
+		ok   bool
+	}{
+		{"one endpoint", Options{Endpoints: []string{"127.0.0.1:7400"}}, true},
+		{"no endpoints", Options{}, false},
+		{"empty endpoint", Options{Endpoints: []string{""}}, false},
+		{"negative attempts", Options{Endpoints: []string{"x:1"}, MaxAttempts: -1}, false},
+		{"negative backoff", Options{Endpoints: []string{"x:1"}, RetryBackoff: -1}, false},
+		{"base over cap", Options{Endpoints: []string{"x:1"}, ReconnectBackoff: time.Second, MaxReconnectBackoff: time.Millisecond}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.o.Validate()
+			if tc.ok != (err == nil) {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, ErrBadOptions) {
+				t.Fatalf("error %v is not ErrBadOptions", err)
+			}
+		})
+	}
+}
+
+func TestNewWithoutServerFails(t *testing.T) {
+	// A port that was just free: nothing listens there.
+	srv := startServer(t, maptest.NewState(baseMap(t, 1)), "127.0.0.1:0")
+	addr := srv.Addr()
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	c, err := New(ctx, Options{Endpoints: []string{addr}, ReconnectBackoff: time.Millisecond})
+	if !errors.Is(err, ErrNoMap) || c != nil {
+		t.Fatalf("New = %v, %v; want ErrNoMap", c, err)
+	}
+}
+
+func TestRouteAndWatch(t *testing.T) {
+	st := maptest.NewState(baseMap(t, 10))
+	srv := startServer(t, st, "127.0.0.1:0")
+	defer srv.Stop()
+	reg := prometheus.NewRegistry()
+	c := newClient(t, reg, srv.Addr())
+
+	key := []byte("{user:42}:cart")
+	s := slots.ForKey(key)
+	r, err := c.Route(key)
+	if err != nil || r.Slot != s || r.Version != 10 || r.Owner() != testNodes[s.Int()%3].ID || r.Addr() != testNodes[s.Int()%3].Addr {
+		t.Fatalf("Route = %+v (%s %s), %v", r, r.Owner(), r.Addr(), err)
+	}
+	if rs, _ := c.RouteString("{user:42}:cart"); rs != r {
+		t.Fatal("RouteString differs from Route")
+	}
+
+	maps, cancel := c.Subscribe()
+	defer cancel()
+	if m := <-maps; m.Version() != 10 {
+		t.Fatalf("subscription starts at %d, want 10", m.Version())
+	}
+
+	to := testNodes[(s.Int()+1)%3]
+	st.Set(moved(t, st.Map(), 11, s, to.ID))
+	eventually(t, "version 11", versionIs(c, 11))
+	if r, _ := c.Route(key); r.Owner() != to.ID || r.Addr() != to.Addr {
+		t.Fatalf("after the move Route = %s@%s, want %s@%s", r.Owner(), r.Addr(), to.ID, to.Addr)
+	}
+	if m := <-maps; m.Version() != 11 {
+		t.Fatalf("subscription got %d, want 11", m.Version())
+	}
+	if got := testutil.ToFloat64(c.m.version); got != 11 {
+		t.Fatalf("slotd_client_map_version = %v, want 11", got)
+	}
+	if got := testutil.ToFloat64(c.m.refreshes.WithLabelValues(sourceWatchDelta)); got != 1 {
+		t.Fatalf("watch_delta refreshes = %v, want 1", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "slotd_client_map_version", "slotd_client_redirects_total", "slotd_client_map_refreshes_total"); err != nil || n == 0 {
+		t.Fatalf("metrics not registered: %d, %v", n, err)
+	}
+}
+
+func TestRouteDoesNotAllocate(t *testing.T) {
+	st := maptest.NewState(baseMap(t, 1))
+	srv := startServer(t, st, "127.0.0.1:0")
+	defer srv.Stop()
+	c := newClient(t, nil, srv.Addr())
+	key := []byte("0123456789abcdef")
+	if n := testing.AllocsPerRun(1000, func() { _, _ = c.Route(key) }); n != 0 {
+		t.Fatalf("Route allocates %v times per call", n)
+	}
+	if n := testing.AllocsPerRun(1000, func() { _, _ = c.RouteString("0123456789abcdef") }); n != 0 {
+		t.Fatalf("RouteString allocates %v times per call", n)
+	}
+}
+
+func TestUnbootstrappedDirectory(t *testing.T) {
+	empty, err := slotmap.New(slotmap.Snapshot{Version: 1, ClusterID: "maptest", Nodes: testNodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := maptest.NewState(empty)
+	srv := startServer(t, st, "127.0.0.1:0")
+	defer srv.Stop()
+	c := newClient(t, nil, srv.Addr())
+	if _, err := c.Route([]byte("k")); !errors.Is(err, ErrNoMap) {
+		t.Fatalf("Route before bootstrap: %v, want ErrNoMap", err)
+	}
+	err = c.Do(context.Background(), []byte("k"), func(context.Context, string, bool) error {
+		t.Fatal("Do sent a request without a map")
+		return nil
+	})
+	if !errors.Is(err, ErrNoMap) {
+		t.Fatalf("Do before bootstrap: %v, want ErrNoMap", err)
+	}
+	st.Set(baseMap(t, 2))
+	eventually(t, "bootstrap", func() bool { _, err := c.Route([]byte("k")); return err == nil })
+}
+
+// call records one request Do made.
+type call struct {
+	addr   string
+	asking bool
+}
+
+// fakeStore answers Do's requests with a scripted function and records them.
+type fakeStore struct {
+	mu     sync.Mutex
+	calls  []call
+	answer func(n int, addr string, asking bool) error
+}
+
+func (f *fakeStore) fn(_ context.Context, addr string, asking bool) error {
+	f.mu.Lock()
+	f.calls = append(f.calls, call{addr, asking})
+	n := len(f.calls)
+	f.mu.Unlock()
+	return f.answer(n, addr, asking)
+}
+
+func (f *fakeStore) got() []call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]call(nil), f.calls...)
+}
+
+func TestDoRedirects(t *testing.T) {
+	key := []byte("{user:42}:cart")
+	s := slots.ForKey(key)
+	owner := testNodes[s.Int()%3]
+	other := testNodes[(s.Int()+1)%3]
+	third := testNodes[(s.Int()+2)%3]
+	movedTo := func(n slotmap.Node, v uint64) error {
+		return redirect.Redirect{Kind: redirect.Moved, Slot: s, Owner: n.ID, Addr: n.Addr, Version: v}.Err()
+	}
+	askTo := func(n slotmap.Node) error {
+		return redirect.Redirect{Kind: redirect.Ask, Slot: s, Owner: n.ID, Addr: n.Addr, Version: 10}.Err()
+	}
+	errStore := errors.New("store: disk full")
+
+	tests := []struct {
+		name      string
+		answer    func(n int, addr string, asking bool) error
+		wantErr   error // nil for success
+		wantCalls []call
+		wantOwner string // the map's owner of s afterwards
+		wantSlotV uint64 // the map's version for s afterwards
+	}{
+		{
+			name:      "owner answers",
+			answer:    func(int, string, bool) error { return nil },
+			wantCalls: []call{{owner.Addr, false}},
+			wantOwner: owner.ID, wantSlotV: 10,
+		},
+		{
+			name: "newer MOVED is applied at once",
+			answer: func(_ int, addr string, _ bool) error {
+				if addr == owner.Addr {
+					return movedTo(other, 11)
+				}
+				return nil
+			},
+			wantCalls: []call{{owner.Addr, false}, {other.Addr, false}},
+			wantOwner: other.ID, wantSlotV: 11,
+		},
+		{
+			name: "newer MOVED in text form",
+			answer: func(_ int, addr string, _ bool) error {
+				if addr == owner.Addr {
+					r, err := redirect.Parse(fmt.Sprintf("MOVED %d %s 12", s.Int(), third.Addr))
+					if err != nil {
+						t.Fatal(err)
+					}
+					return fmt.Errorf("text store: %w", r)
+				}
+				return nil
+			},
+			wantCalls: []call{{owner.Addr, false}, {third.Addr, false}},
+			wantOwner: third.ID, wantSlotV: 12,
+		},
+		{
+			name:      "older MOVED never rolls the map back",
+			answer:    func(int, string, bool) error { return movedTo(other, 9) },
+			wantErr:   ErrTooManyRedirects,
+			wantCalls: []call{{owner.Addr, false}, {owner.Addr, false}, {owner.Addr, false}, {owner.Addr, false}, {owner.Addr, false}},
+			wantOwner: owner.ID, wantSlotV: 10,
+		},
+		{
+			name: "ASK sends one asking request and keeps the map",
+			answer: func(_ int, addr string, asking bool) error {
+				if addr == owner.Addr {
+					return askTo(other)
+				}
+				if !asking {
+					t.Error("request to the ASK target is not flagged asking")
+				}
+				return nil
+			},
+			wantCalls: []call{{owner.Addr, false}, {other.Addr, true}},
+			wantOwner: owner.ID, wantSlotV: 10,
+		},
+		{
+			name:    "ASK is never followed from an asking request",
+			answer:  func(int, string, bool) error { return askTo(other) },
+			wantErr: ErrTooManyRedirects,
+			wantCalls: []call{{owner.Addr, false}, {other.Addr, true}, {owner.Addr, false},
+				{other.Addr, true}, {owner.Addr, false}},
+			wantOwner: owner.ID, wantSlotV: 10,
+		},
+		{
+			name: "two stores bouncing MOVED stop after MaxAttempts",
+			answer: func(n int, addr string, _ bool) error {
+				if addr == owner.Addr {
+					return movedTo(other, uint64(10+n))
+				}
+				return movedTo(owner, uint64(10+n))
+			},
+			wantErr: ErrTooManyRedirects,
+			wantCalls: []call{{owner.Addr, false}, {other.Addr, false}, {owner.Addr, false},
+				{other.Addr, false}, {owner.Addr, false}},
+			wantOwner: other.ID, wantSlotV: 15,
+		},
+		{
+			name: "fenced slot is retried",
+			answer: func(n int, _ string, _ bool) error {
+				if n <= 2 {
+					return redirect.Fenced{Slot: s, Version: 10, RetryAfter: time.Millisecond}.Err()
+				}
+				return nil
+			},
+			wantCalls: []call{{owner.Addr, false}, {owner.Addr, false}, {owner.Addr, false}},
+			wantOwner: owner.ID, wantSlotV: 10,
+		},
+		{
+			name:      "fenced until attempts run out",
+			answer:    func(int, string, bool) error { return redirect.Fenced{Slot: s, Version: 10}.Err() },
+			wantErr:   ErrSlotFenced,
+			wantCalls: []call{{owner.Addr, false}, {owner.Addr, false}, {owner.Addr, false}, {owner.Addr, false}, {owner.Addr, false}},
+			wantOwner: owner.ID, wantSlotV: 10,
+		},
+		{
+			name:      "the store's own error is returned as is",
+			answer:    func(int, string, bool) error { return errStore },
+			wantErr:   errStore,
+			wantCalls: []call{{owner.Addr, false}},
+			wantOwner: owner.ID, wantSlotV: 10,
+		},
+		{
+			name: "redirect for another slot is refused",
+			answer: func(int, string, bool) error {
+				return redirect.Redirect{Kind: redirect.Moved, Slot: slots.MustNew((s.Int() + 1) % slots.Count), Addr: other.Addr, Version: 99}.Err()
+			},
+			wantErr:   ErrBadRedirect,
+			wantCalls: []call{{owner.Addr, false}},
+			wantOwner: owner.ID, wantSlotV: 10,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := maptest.NewState(baseMap(t, 10))
+			srv := startServer(t, st, "127.0.0.1:0")
+			defer srv.Stop()
+			c := newClient(t, nil, srv.Addr())
+			store := &fakeStore{answer: tc.answer}
+
+			err := c.Do(context.Background(), key, store.fn)
+			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Do = %v, want %v", err, tc.wantErr)
+			}
+			if got := store.got(); fmt.Sprint(got) != fmt.Sprint(tc.wantCalls) {
+				t.Fatalf("calls = %v\nwant    %v", got, tc.wantCalls)
+			}
+			m := c.Map()
+			if m.OwnerID(s) != tc.wantOwner || m.SlotVersion(s) != tc.wantSlotV || m.Version() != 10 {
+				t.Fatalf("map afterwards: owner %q at %d (map %d), want %q at %d", m.OwnerID(s), m.SlotVersion(s), m.Version(), tc.wantOwner, tc.wantSlotV)
+			}
+			if err != nil && errors.Is(err, ErrTooManyRedirects) && !strings.Contains(err.Error(), "last answer") {
+				t.Fatalf("final error does not say what happened: %v", err)
+			}
+		})
+	}
+}
+
+func TestMovedTriggersFetchAndNewMapWins(t *testing.T) {
+	st := maptest.NewState(baseMap(t, 10))
+	srv := startServer(t, st, "127.0.0.1:0")
+	defer srv.Stop()
+	c := newClient(t, nil, srv.Addr())
+	key := []byte("k1")
+	s := slots.ForKey(key)
+	owner, other := testNodes[s.Int()%3], testNodes[(s.Int()+1)%3]
+
+	// The directory moved the slot, and the watch has already told the
+	// client; a store that lags behind answers with an older view. It must
+	// neither roll the client back nor loop.
+	st.Set(moved(t, st.Map(), 11, s, other.ID))
+	eventually(t, "version 11", versionIs(c, 11))
+	store := &fakeStore{answer: func(_ int, addr string, _ bool) error {
+		if addr == other.Addr {
+			return redirect.Redirect{Kind: redirect.Moved, Slot: s, Owner: owner.ID, Addr: owner.Addr, Version: 10}.Err()
+		}
+		return nil
+	}}
+	if err := c.Do(context.Background(), key, store.fn); !errors.Is(err, ErrTooManyRedirects) {
+		t.Fatalf("Do = %v, want ErrTooManyRedirects", err)
+	}
+	if got := c.Map().OwnerID(s); got != other.ID {
+		t.Fatalf("owner after a stale MOVED = %q, want %q", got, other.ID)
+	}
+	if got := testutil.ToFloat64(c.m.redirects.WithLabelValues("moved")); got != 5 {
+		t.Fatalf("moved redirects = %v, want 5", got)
+	}
+
+	// A MOVED newer than the client's map asks for a fresh map.
+	before := srv.GetMapCalls()
+	third := testNodes[(s.Int()+2)%3]
+	st.Set(moved(t, st.Map(), 12, s, third.ID))
+	store = &fakeStore{answer: func(_ int, addr string, _ bool) error {
+		if addr != third.Addr {
+			return redirect.Redirect{Kind: redirect.Moved, Slot: s, Owner: third.ID, Addr: third.Addr, Version: 12}.Err()
+		}
+		return nil
+	}}
+	if err := c.Do(context.Background(), key, store.fn); err != nil {
+		t.Fatalf("Do = %v", err)
+	}
+	eventually(t, "a map fetch", func() bool { return srv.GetMapCalls() > before })
+	eventually(t, "version 12", versionIs(c, 12))
+}
+
+func TestDoRespectsDeadline(t *testing.T) {
+	st := maptest.NewState(baseMap(t, 10))
+	srv := startServer(t, st, "127.0.0.1:0")
+	defer srv.Stop()
+	c := newClient(t, nil, srv.Addr())
+	key := []byte("k")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	// The hint (and the backoff cap) would wait far longer than the deadline.
+	c.opts.MaxRetryBackoff = time.Hour
+	err := c.Do(ctx, key, func(context.Context, string, bool) error {
+		return redirect.Fenced{Slot: slots.ForKey(key), Version: 10, RetryAfter: time.Hour}.Err()
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Do = %v, want context.DeadlineExceeded", err)
+	}
+}
+
+func TestServerRestartReconnectsAndCatchesUp(t *testing.T) {
+	st := maptest.NewState(baseMap(t, 10))
+	srv := startServer(t, st, "127.0.0.1:0")
+	addr := srv.Addr()
+	c := newClient(t, nil, addr)
+
+	srv.Stop()
+	// Changes made while the server is down arrive after it returns.
+	st.Set(moved(t, st.Map(), 11, slots.MustNew(1), "a"))
+	st.Set(moved(t, st.Map(), 12, slots.MustNew(2), "a"))
+	srv = startServer(t, st, addr)
+	defer srv.Stop()
+	eventually(t, "version 12 after restart", versionIs(c, 12))
+	if got := c.Map().OwnerID(slots.MustNew(2)); got != "a" {
+		t.Fatalf("owner of slot 2 = %q, want a", got)
+	}
+	// And the new stream keeps delivering.
+	st.Set(moved(t, st.Map(), 13, slots.MustNew(3), "a"))
+	eventually(t, "version 13", versionIs(c, 13))
+	if testutil.ToFloat64(c.m.reconnects) < 1 {
+		t.Fatal("no reconnect counted")
+	}
+}
+
+func TestFailoverAcrossEndpoints(t *testing.T) {
+	st := maptest.NewState(baseMap(t, 10))
+	one := startServer(t, st, "127.0.0.1:0")
+	two := startServer(t, st, "127.0.0.1:0")
+	defer two.Stop()
+	c := newClient(t, nil, one.Addr(), two.Addr())
+	if one.WatchCalls() != 1 {
+		t.Fatalf("watch streams on the first endpoint = %d, want 1", one.WatchCalls())
+	}
+	one.Stop() // one stays down for the rest of the test
+	st.Set(moved(t, st.Map(), 11, slots.MustNew(7), "c"))
+	eventually(t, "version 11 through the second endpoint", versionIs(c, 11))
+	if two.WatchCalls() < 1 {
+		t.Fatal("the client never watched the second endpoint")
+	}
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatalf("Refresh with one endpoint down: %v", err)
+	}
+}
+
+func TestClusterMismatchIsRefused(t *testing.T) {
+	st := maptest.NewState(baseMap(t, 10))
+	srv := startServer(t, st, "127.0.0.1:0")
+	defer srv.Stop()
+	c := newClient(t, nil, srv.Addr())
+
+	owners := make([]string, slots.Count)
+	for i := range owners {
+		owners[i] = "a"
+	}
+	foreign, err := slotmap.New(slotmap.Snapshot{Version: 50, ClusterID: "other", Nodes: testNodes, Owners: owners})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.replace(foreign, sourceFetch); !errors.Is(err, ErrClusterMismatch) {
+		t.Fatalf("replace = %v, want ErrClusterMismatch", err)
+	}
+	if c.Map().Version() != 10 {
+		t.Fatal("a foreign map was installed")
+	}
+}
+
+func TestSubscribeAfterClose(t *testing.T) {
+	st := maptest.NewState(baseMap(t, 1))
+	srv := startServer(t, st, "127.0.0.1:0")
+	defer srv.Stop()
+	c := newClient(t, nil, srv.Addr())
+	maps, cancel := c.Subscribe()
+	<-maps
+	c.Close()
+	if _, ok := <-maps; ok {
+		t.Fatal("subscription channel still open after Close")
+	}
+	cancel() // harmless after Close
+	late, _ := c.Subscribe()
+	if _, ok := <-late; ok {
+		t.Fatal("subscription after Close is open")
+	}
+}

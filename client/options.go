@@ -1,0 +1,114 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Options configures a Client. Zero fields take the defaults listed.
+type Options struct {
+	// Endpoints are slotd gRPC addresses (host:port); at least one.
+	Endpoints []string
+	// DialOptions are passed to grpc.NewClient for every endpoint.
+	// Default: plaintext (insecure transport credentials).
+	DialOptions []grpc.DialOption
+	// Logger receives connection and map events. Default: discard.
+	Logger *slog.Logger
+	// Registerer receives the client's metrics. Nil: metrics are kept but
+	// not registered. Two clients on one registry need
+	// prometheus.WrapRegistererWith to tell them apart.
+	Registerer prometheus.Registerer
+
+	// MaxAttempts bounds the requests Do sends for one call. Default 5.
+	MaxAttempts int
+	// RetryBackoff is Do's first wait before retrying after a stale redirect
+	// or a fenced slot; it doubles per attempt up to MaxRetryBackoff, with
+	// jitter. Defaults 5ms and 200ms.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+
+	// ReconnectBackoff is the first wait before reopening a broken watch; it
+	// doubles up to MaxReconnectBackoff, with jitter, and resets after a
+	// stream delivers an update. Defaults 50ms and 5s.
+	ReconnectBackoff    time.Duration
+	MaxReconnectBackoff time.Duration
+
+	// FetchTimeout bounds one GetMap call. Default 5s.
+	FetchTimeout time.Duration
+	// MinFetchInterval spaces the map fetches that redirects trigger, so a
+	// burst of MOVED answers costs one fetch. Default 100ms.
+	MinFetchInterval time.Duration
+}
+
+// Errors from Options.Validate.
+var ErrBadOptions = errors.New("client: bad options")
+
+// Validate reports the first invalid field.
+func (o Options) Validate() error {
+	if len(o.Endpoints) == 0 {
+		return fmt.Errorf("%w: no endpoints; pass at least one slotd address", ErrBadOptions)
+	}
+	for _, e := range o.Endpoints {
+		if e == "" {
+			return fmt.Errorf("%w: empty endpoint", ErrBadOptions)
+		}
+	}
+	if o.MaxAttempts < 0 {
+		return fmt.Errorf("%w: MaxAttempts %d is negative", ErrBadOptions, o.MaxAttempts)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"RetryBackoff", o.RetryBackoff}, {"MaxRetryBackoff", o.MaxRetryBackoff},
+		{"ReconnectBackoff", o.ReconnectBackoff}, {"MaxReconnectBackoff", o.MaxReconnectBackoff},
+		{"FetchTimeout", o.FetchTimeout}, {"MinFetchInterval", o.MinFetchInterval},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("%w: %s %v is negative", ErrBadOptions, d.name, d.v)
+		}
+	}
+	if o.MaxRetryBackoff > 0 && o.RetryBackoff > o.MaxRetryBackoff {
+		return fmt.Errorf("%w: RetryBackoff %v exceeds MaxRetryBackoff %v", ErrBadOptions, o.RetryBackoff, o.MaxRetryBackoff)
+	}
+	if o.MaxReconnectBackoff > 0 && o.ReconnectBackoff > o.MaxReconnectBackoff {
+		return fmt.Errorf("%w: ReconnectBackoff %v exceeds MaxReconnectBackoff %v", ErrBadOptions, o.ReconnectBackoff, o.MaxReconnectBackoff)
+	}
+	return nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.DialOptions == nil {
+		o.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = 5
+	}
+	def(&o.RetryBackoff, 5*time.Millisecond)
+	def(&o.MaxRetryBackoff, 200*time.Millisecond)
+	def(&o.ReconnectBackoff, 50*time.Millisecond)
+	def(&o.MaxReconnectBackoff, 5*time.Second)
+	def(&o.FetchTimeout, 5*time.Second)
+	def(&o.MinFetchInterval, 100*time.Millisecond)
+	if o.RetryBackoff > o.MaxRetryBackoff {
+		o.MaxRetryBackoff = o.RetryBackoff
+	}
+	if o.ReconnectBackoff > o.MaxReconnectBackoff {
+		o.MaxReconnectBackoff = o.ReconnectBackoff
+	}
+	return o
+}
