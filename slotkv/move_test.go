@@ -533,3 +533,67 @@ func TestRateChangeAppliesToRunningExport(t *testing.T) {
 		t.Fatalf("export took %s after the limit was lifted; at 2 KB/s it would take 50s", d)
 	}
 }
+
+// moveSlot copies slot s from src to dst the way the mover does, up to and
+// including the fence and the drain; the caller commits.
+func moveSlot(ctx context.Context, t *testing.T, src, dst *testNode, s slots.Slot, moveID string, version uint64) {
+	t.Helper()
+	batches := exportAll(ctx, t, src, s, moveID, nil, 8<<10)
+	importBatches(ctx, t, dst, s, moveID, batches, 1)
+	last, _ := replayChanges(ctx, t, src, dst, s, moveID, batches[0].SnapshotSeq, false)
+	if _, err := src.store.Fence(ctx, &slotdv1.FenceRequest{Slot: uint32(s.Int()), MoveId: moveID, Version: version}); err != nil {
+		t.Fatal(err)
+	}
+	replayChanges(ctx, t, src, dst, s, moveID, last, true)
+	if _, err := src.store.EndCapture(ctx, &slotdv1.EndCaptureRequest{Slot: uint32(s.Int()), MoveId: moveID}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMoveThereAndBack moves a slot from a to b and back to a without
+// dropping a's old copy in between: the import lifts a's stale fence, and
+// once the directory names a again, a takes writes.
+func TestMoveThereAndBack(t *testing.T) {
+	ctx := ctxT(t)
+	m := new(node.StaticMap)
+	a := startNode(t, "a", t.TempDir(), m, nodeOpts{noSync: true})
+	b := startNode(t, "b", t.TempDir(), m, nodeOpts{noSync: true})
+	m.SetAll("a", a.addr)
+	m.Set("b", b.addr)
+	keys, s := keysIn("roundtrip", 50)
+	ack := newAcked()
+	r := rand.New(rand.NewPCG(9, 10))
+	for i, k := range keys {
+		if err := ack.write(ctx, t, a.kv, k, r, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moveSlot(ctx, t, a, b, s, "there", m.Version())
+	m.Set("b", b.addr, s)
+	for i, k := range keys[:10] {
+		if err := ack.write(ctx, t, b.kv, k, r, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moveSlot(ctx, t, b, a, s, "back", m.Version())
+	if st, err := a.store.SlotStats(ctx, &slotdv1.SlotStatsRequest{Slots: []uint32{uint32(s.Int())}}); err != nil || st.Slots[0].Fenced {
+		t.Fatalf("a still fenced after importing the slot back: %v %v", st, err)
+	}
+	m.Set("a", a.addr, s)
+	for i, k := range keys[10:20] {
+		if err := ack.write(ctx, t, a.kv, k, r, i); err != nil {
+			t.Fatalf("write on a after the move back: %v", err)
+		}
+	}
+	ack.verify(ctx, t, a.kv, s)
+	// b handed the slot back and is fenced: a write there that slipped past
+	// a stale map would be refused, and with the current map it is MOVED.
+	if _, err := b.kv.Put(ctx, &kvpb.PutRequest{Key: keys[0]}); !errorsIsMoved(err, a.addr) {
+		t.Fatalf("b after the move back: %v, want MOVED to a", err)
+	}
+}
+
+func errorsIsMoved(err error, addr string) bool {
+	rd, ok := redirect.FromError(err)
+	return ok && rd.Kind == redirect.Moved && rd.Addr == addr
+}

@@ -45,7 +45,8 @@ type capture struct {
 	f       *os.File
 	changes []Change      // changes[i].Seq == base+i+1
 	wake    chan struct{} // closed and replaced on every append, fence and end
-	ended   bool
+	ended   bool          // by end (the log is gone) or close (the log stays)
+	closed  bool
 	fenced  uint64 // fence sequence while the slot is fenced, else 0
 }
 
@@ -210,6 +211,9 @@ func readRecord(r io.Reader) (seq uint64, kind byte, key, val []byte, n int, err
 func (c *capture) append(batch []Mutation) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed // the write must not be acknowledged unlogged
+	}
 	if c.ended {
 		return nil
 	}
@@ -335,7 +339,7 @@ func (c *capture) close() error {
 	if c.ended {
 		return nil
 	}
-	c.ended = true
+	c.ended, c.closed = true, true
 	close(c.wake)
 	return c.f.Close()
 }

@@ -37,6 +37,9 @@ var (
 	// batch after changes, a gap in batch or change sequence numbers, or
 	// changes before the snapshot is complete.
 	ErrImportOrder = errors.New("node: import out of order")
+	// ErrDropping is returned for an import into a slot whose earlier copy
+	// is still being dropped. Retryable.
+	ErrDropping = errors.New("node: slot is still being dropped; retry shortly")
 	// ErrMapBehind is returned when a call names a directory version newer
 	// than this node's map: retry once the map has caught up.
 	ErrMapBehind = errors.New("node: slot map older than the version asked for; retry shortly")

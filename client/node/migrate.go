@@ -368,6 +368,9 @@ func (n *Node) checkImport(s slots.Slot, keys func(yield func([]byte) bool)) err
 	if o, ok := n.cfg.Map.Owner(s); ok && o.ID == n.cfg.ID {
 		return fmt.Errorf("%w: refusing to import into slot %d at map version %d", ErrOwned, s.Int(), o.Version)
 	}
+	if n.Dropping(s) {
+		return fmt.Errorf("%w: slot %d", ErrDropping, s.Int())
+	}
 	for k := range keys {
 		if len(k) == 0 {
 			return fmt.Errorf("%w: empty key in import for slot %d", ErrImportOrder, s.Int())
@@ -405,6 +408,16 @@ func (n *Node) ImportSnapshot(ctx context.Context, s slots.Slot, moveID string, 
 		return *cur, false, fmt.Errorf("%w: snapshot batch %d of slot %d after changes up to %d", ErrImportOrder, b.BatchSeq, s.Int(), cur.LastChangeSeq)
 	case b.BatchSeq != cur.LastBatchSeq+1:
 		return *cur, false, fmt.Errorf("%w: snapshot batch %d of slot %d, expected %d", ErrImportOrder, b.BatchSeq, s.Int(), cur.LastBatchSeq+1)
+	}
+	// A fence left from when this node handed the slot off is stale now
+	// that the slot comes back: lift it, so the node takes writes once the
+	// directory commits it as owner. Until then the ownership check (this
+	// node does not own the slot, as checkImport made sure) keeps writes out.
+	if n.Fenced(s) {
+		if err := n.setFence(s, false, FenceInfo{}); err != nil {
+			return *cur, false, err
+		}
+		n.lg.Info("stale fence lifted by import", "slot", s.Int(), "move", moveID)
 	}
 	batch := make([]Mutation, len(b.Entries))
 	size := 0

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"github.com/slotd/slotd/slots"
@@ -318,5 +320,50 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewPedanticRegistry()
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	key := "{m}:1"
+	s := slots.ForString(key)
+	n, err := New(Config{ID: "a", Store: newMemStore(), Map: m, StateDir: t.TempDir(), Registerer: reg, ExportBytesPerSecond: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	_ = n.Write(ctx, []byte(key), put(key, "v"))
+	m.Set("b", "127.0.0.1:2", s)
+	_ = n.Write(ctx, []byte(key), put(key, "v"))
+	m.Set("a", "127.0.0.1:1", s)
+	if _, err := n.Fence(ctx, s, "mv", 1); err != nil {
+		t.Fatal(err)
+	}
+	_ = n.Write(ctx, []byte(key), put(key, "v"))
+	n.SetExportRate(5000)
+	for _, tc := range []struct {
+		name string
+		c    prometheus.Collector
+		want float64
+	}{
+		{"ok writes", n.m.writes.WithLabelValues("ok"), 1},
+		{"redirected writes", n.m.writes.WithLabelValues("redirect"), 1},
+		{"fenced writes", n.m.writes.WithLabelValues("unavailable"), 1},
+		{"moved", n.m.redirects.WithLabelValues("moved"), 1},
+		{"fenced slots", n.m.fenced, 1},
+		{"throttle", n.m.throttle, 5000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := testutil.ToFloat64(tc.c); got != tc.want {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("metric lint: %v %v", problems, err)
 	}
 }

@@ -44,7 +44,8 @@ func codeOf(err error) codes.Code {
 		return codes.Canceled
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded
-	case errors.Is(err, ErrNoMap), errors.Is(err, ErrMapBehind), errors.Is(err, ErrClosed):
+	case errors.Is(err, ErrNoMap), errors.Is(err, ErrMapBehind), errors.Is(err, ErrClosed),
+		errors.Is(err, ErrDropping):
 		return codes.Unavailable
 	case errors.Is(err, ErrCaptureLost):
 		return codes.OutOfRange
