@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/internal/flagenv"
 	"github.com/slotd/slotd/slotkv"
@@ -97,7 +99,7 @@ crash, not a machine crash).`,
 	f.StringVar(&o.dataDir, "data-dir", "slotkv-data", "directory for the data file and the node's fences and change logs")
 	f.StringVar(&o.zone, "zone", "", "failure zone, for the planner")
 	f.Uint32Var(&o.weight, "weight", 1, "relative share of slots")
-	f.StringVar(&o.slotd, "slotd", "127.0.0.1:7400", "slotd gRPC address")
+	f.StringVar(&o.slotd, "slotd", "127.0.0.1:7400", "slotd gRPC addresses, comma-separated (the map is read from any; registration uses the first)")
 	f.BoolVar(&o.standalone, "standalone", false, "own every slot and do not contact slotd (single-node tests and benchmarks)")
 	f.BoolVar(&o.fsync, "fsync", true, "fsync every commit before acknowledging it")
 	f.Int64Var(&o.exportRate, "export-rate", 0, "initial export throttle in bytes/s (0: unlimited; the mover sets it per move)")
@@ -146,12 +148,17 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		m.SetAll(o.id, advertise)
 		maps = staticSource{m}
 	} else {
-		conn, err = grpc.NewClient(o.slotd, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		endpoints := strings.Split(o.slotd, ",")
+		conn, err = grpc.NewClient(endpoints[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
-			return fmt.Errorf("slotd address %q: %w", o.slotd, err)
+			return fmt.Errorf("slotd address %q: %w", endpoints[0], err)
 		}
 		defer conn.Close()
-		maps = newDirectorySource(conn, lg)
+		cm, err := node.NewClusterMap(client.Options{Endpoints: endpoints, Logger: lg, Registerer: reg})
+		if err != nil {
+			return usageError{err}
+		}
+		maps = cm
 	}
 
 	var registrar *node.Registrar
