@@ -84,6 +84,12 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// VerifiesClientCerts reports whether a server with this Config asks for
+// and verifies client certificates (ClientAuth request or require, including
+// the default with a CAFile): then roles may come from them
+// (auth.Config.ClientCerts).
+func (c Config) VerifiesClientCerts() bool { return c.clientAuth() != ClientAuthNone }
+
 // clientAuth resolves the empty default.
 func (c Config) clientAuth() ClientAuth {
 	if c.ClientAuth != "" {
