@@ -69,7 +69,7 @@ func TestPolicy(t *testing.T) {
 		{"/slotd.v1.Admin/Heartbeat", "store", false, true}, // method rule beats service rule
 		{"/slotd.v1.Admin/Status", "read store", false, true},
 		{"/grpc.health.v1.Health/Check", "", true, true},
-		{"/slotd.v1.Store/Export", "", false, false},   // no rule: denied
+		{"/slotd.v1.Store/Export", "", false, false},     // no rule: denied
 		{"/slotd.v1.Admin.Evil/Apply", "", false, false}, // prefix is not a match
 		{"/slotd.v1.Admin", "", false, false},
 		{"", "", false, false},
