@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 TOOLS := $(CURDIR)/bin/tools
 
-.PHONY: all build test bench e2e demo proto tools fuzz help clean
+.PHONY: all build test bench e2e demo proto tools fuzz help clean certs
 
 all: build
 
@@ -35,6 +35,9 @@ tools: ## install protoc (Debian protobuf-compiler) and the pinned Go generators
 
 proto: tools ## regenerate the Go code under api/ from the .proto files
 	TOOLS=$(TOOLS) ./scripts/proto.sh
+
+certs: ## development CA, certificates and tokens into certs/ (kept if complete; not for production)
+	$(GO) run ./internal/devca/cmd -dir certs
 
 clean: ## remove build output
 	rm -rf $(BIN) bench.txt
