@@ -124,8 +124,10 @@ type SimResult struct {
 //     numbers: there server s is node s. With MD5 a key goes to the first
 //     point strictly greater than its hash (seed 001); otherwise at or after.
 //   - "fixed slots": key k is in slot slots.ForString(k). Before the add the
-//     slots are owned as InitialAssignment (DefaultVNodes) gives them; after
-//     it, as cfg.Rebalance gives them. A key moves when its slot does.
+//     slots are owned as InitialAssignment (DefaultVNodes) gives them, then
+//     balanced by cfg.Rebalance over the same nodes (the table of a running
+//     cluster); after it, as cfg.Rebalance gives them over all the nodes. A
+//     key moves when its slot does.
 //
 // Simulate is deterministic: the same cfg gives the same result. It returns
 // an error wrapping ErrBadSimulation for a cfg that fails Validate, or the
@@ -216,9 +218,19 @@ func simRing(h PointHash, vnodes, n int) (simRingOf, error) {
 
 func simFixedSlots(cfg SimConfig, t tally) (SimRow, error) {
 	nodes := simServers(XXHash, t.total)
-	before, err := InitialAssignment(nodes[:cfg.Nodes], DefaultVNodes)
+	boot, err := InitialAssignment(nodes[:cfg.Nodes], DefaultVNodes)
 	if err != nil {
 		return SimRow{}, err
+	}
+	// The bootstrap table only caps nodes from above (past a few hundred
+	// nodes some hold half the mean), so the first plan of a new cluster also
+	// fills them. Starting from the balanced table counts only the add.
+	before, err := cfg.Rebalance(slices.Clone(boot), slices.Clone(nodes[:cfg.Nodes]))
+	if err != nil {
+		return SimRow{}, fmt.Errorf("ringcompat: simulate: rebalance: %w", err)
+	}
+	if len(before) != slots.Count {
+		return SimRow{}, fmt.Errorf("ringcompat: simulate: rebalance returned %d owners, want %d", len(before), slots.Count)
 	}
 	after, err := cfg.Rebalance(slices.Clone(before), slices.Clone(nodes))
 	if err != nil {
