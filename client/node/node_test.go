@@ -367,3 +367,41 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("metric lint: %v %v", problems, err)
 	}
 }
+
+// TestRunSamplesWriteRates: Run averages writes per second over the stats
+// window, per slot.
+func TestRunSamplesWriteRates(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	n, err := New(Config{ID: "a", Store: newMemStore(), Map: m, StateDir: t.TempDir(), StatsWindow: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	key := "{rate}:1"
+	s := slots.ForString(key)
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; ; i++ {
+		if err := n.Write(ctx, []byte(key), put(key, "v")); err != nil {
+			t.Fatal(err)
+		}
+		st, err := n.Stats(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.WritesPerSecond > 0 && st.Keys == 1 && st.Owned {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no write rate after %d writes: %+v", i, st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st, _ := n.Stats(ctx, slots.ForString("{idle}")); st.WritesPerSecond != 0 {
+		t.Fatalf("idle slot has rate %v", st.WritesPerSecond)
+	}
+}
