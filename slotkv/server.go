@@ -58,6 +58,7 @@ type Server struct {
 	kvpb.UnimplementedKVServer
 	eng  *Engine
 	node *node.Node
+	rpc  *rpcMetrics
 }
 
 var _ kvpb.KVServer = (*Server)(nil)
@@ -84,7 +85,7 @@ func Open(cfg Config) (*Server, error) {
 		eng.Close()
 		return nil, err
 	}
-	return &Server{eng: eng, node: n}, nil
+	return &Server{eng: eng, node: n, rpc: newRPCMetrics(cfg.Registerer)}, nil
 }
 
 // Node returns the embedded node library.

@@ -104,7 +104,8 @@ func TestServeRestartKeepsData(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(body), `slotd_node_writes_total{result="ok"} 1`) {
+	if !strings.Contains(string(body), `slotd_node_writes_total{result="ok"} 1`) ||
+		!strings.Contains(string(body), `slotd_slotkv_requests_total{code="OK",method="/slotkv.v1.KV/Put"} 1`) {
 		t.Fatalf("/metrics lacks the write: %s", body)
 	}
 	conn.Close()

@@ -180,7 +180,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(srv.ServerOptions()...)
 	srv.Register(g)
 
 	var hs *http.Server
