@@ -89,9 +89,9 @@ type Map struct {
 	// assigned is false until the directory is bootstrapped; until then no
 	// slot has an owner, though nodes may already be registered.
 	assigned bool
-	// nodes[owners[s]] owns slot s when assigned.
+	// nodes[owners.get(s)] owns slot s when assigned.
 	nodes      []Node
-	owners     [slots.Count]uint16
+	owners     ownerTable
 	migrations []Migration
 	// patches are slots set by a redirect newer than version; they survive
 	// updates older than their own version (see WithOwner).
@@ -122,7 +122,7 @@ func New(s Snapshot) (*Map, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: slot %d: owner %q is not in the node table", ErrInvalid, i, id)
 		}
-		m.owners[i] = n
+		m.owners.set(i, n)
 	}
 	if err := m.setMigrations(s.Migrations); err != nil {
 		return nil, err
@@ -180,8 +180,9 @@ func (m *Map) RouteSlot(s slots.Slot) Route {
 	if !m.assigned {
 		return Route{Slot: s, Version: m.version}
 	}
-	// The mask lets the compiler drop the bounds check: a Slot is < Count.
-	return Route{Slot: s, Version: m.version, node: &m.nodes[m.owners[s.Uint16()&(slots.Count-1)]]}
+	// The mask lets the compiler drop the bounds checks: a Slot is < Count.
+	i := int(s.Uint16() & (slots.Count - 1))
+	return Route{Slot: s, Version: m.version, node: &m.nodes[m.owners.chunks[i>>chunkShift][i&chunkMask]]}
 }
 
 // OwnerID returns the id of slot s's owner, "" on an empty map.
@@ -189,7 +190,7 @@ func (m *Map) OwnerID(s slots.Slot) string {
 	if !m.assigned {
 		return ""
 	}
-	return m.nodes[m.owners[s.Int()]].ID
+	return m.nodes[m.owners.get(s.Int())].ID
 }
 
 // SlotVersion returns the version that slot s's owner is known at: the map's
@@ -235,7 +236,7 @@ func (m *Map) SlotsOf(id string) slots.Set {
 		return set
 	}
 	for s := range slots.Count {
-		if int(m.owners[s]) == i {
+		if int(m.owners.get(s)) == i {
 			set.Add(slots.MustNew(s))
 		}
 	}
@@ -264,7 +265,7 @@ func (m *Map) WithOwner(s slots.Slot, owner, addr string, version uint64) (*Map,
 		return m, false
 	}
 	c := m.clone()
-	c.owners[s.Int()] = c.nodeFor(owner, addr)
+	c.owners.set(s.Int(), c.nodeFor(owner, addr))
 	c.patches = slices.DeleteFunc(c.patches, func(p patch) bool { return p.slot == s })
 	c.patches = append(c.patches, patch{slot: s, version: version})
 	return c, true
@@ -281,7 +282,7 @@ func (c *Map) nodeFor(owner, addr string) uint16 {
 	if len(c.nodes) >= MaxNodes {
 		// Cannot grow; the next full map fixes the slot. Point at any node
 		// with that address rather than fail a redirect.
-		return c.owners[0]
+		return c.owners.get(0)
 	}
 	// The id is what the redirect said (or the address when it said nothing)
 	// so that the placeholder never shadows a real node in id lookups.
@@ -296,7 +297,10 @@ func (c *Map) nodeFor(owner, addr string) uint16 {
 // clone copies everything a derived map may change.
 func (m *Map) clone() *Map {
 	c := *m
-	c.nodes = slices.Clone(m.nodes)
+	c.owners.mine = 0 // every chunk is shared until set copies it
+	// The node table is shared too; the full slice expression makes any
+	// append reallocate, and in-place writers clone it first.
+	c.nodes = m.nodes[:len(m.nodes):len(m.nodes)]
 	c.migrations = slices.Clone(m.migrations)
 	c.patches = slices.Clone(m.patches)
 	return &c
@@ -321,7 +325,7 @@ func (m *Map) Replace(next *Map) *Map {
 		if isPlaceholder(owner) {
 			owner = ""
 		}
-		c.owners[p.slot.Int()] = c.nodeFor(owner, r.Addr())
+		c.owners.set(p.slot.Int(), c.nodeFor(owner, r.Addr()))
 		c.patches = append(c.patches, p)
 	}
 	return c.compact()
@@ -331,8 +335,8 @@ func (m *Map) Replace(next *Map) *Map {
 // node table does not grow with redirects.
 func (m *Map) compact() *Map {
 	used := make([]bool, len(m.nodes))
-	for _, o := range m.owners {
-		used[o] = m.assigned
+	for s := range slots.Count {
+		used[m.owners.get(s)] = m.assigned
 	}
 	remap := make([]uint16, len(m.nodes))
 	kept := m.nodes[:0:0]
@@ -347,8 +351,8 @@ func (m *Map) compact() *Map {
 		return m
 	}
 	m.nodes = kept
-	for s, o := range m.owners {
-		m.owners[s] = remap[o]
+	for s := range slots.Count {
+		m.owners.set(s, remap[m.owners.get(s)])
 	}
 	return m
 }
@@ -369,7 +373,7 @@ func (m *Map) Equal(o *Map) bool {
 		return true
 	}
 	for s := range slots.Count {
-		if m.nodes[m.owners[s]].ID != o.nodes[o.owners[s]].ID {
+		if m.nodes[m.owners.get(s)].ID != o.nodes[o.owners.get(s)].ID {
 			return false
 		}
 	}
@@ -390,4 +394,37 @@ const placeholderPrefix = "redirect:"
 
 func isPlaceholder(id string) bool {
 	return len(id) > len(placeholderPrefix) && id[:len(placeholderPrefix)] == placeholderPrefix
+}
+
+// The owner table is split into chunks that maps share copy-on-write, so a
+// delta that moves a few slots copies a few KiB, not the whole table.
+const (
+	chunkShift = 10
+	chunkSize  = 1 << chunkShift
+	chunkMask  = chunkSize - 1
+	numChunks  = slots.Count / chunkSize
+)
+
+// ownerTable holds the owner index of every slot. Once a map is published
+// its table is never written; set is only called on a map being built.
+type ownerTable struct {
+	chunks [numChunks]*[chunkSize]uint16
+	// mine has bit k set when chunks[k] belongs to this table alone and may
+	// be written in place.
+	mine uint32
+}
+
+func (t *ownerTable) get(s int) uint16 { return t.chunks[s>>chunkShift][s&chunkMask] }
+
+func (t *ownerTable) set(s int, o uint16) {
+	k := s >> chunkShift
+	if t.mine&(1<<k) == 0 {
+		c := new([chunkSize]uint16)
+		if t.chunks[k] != nil {
+			*c = *t.chunks[k]
+		}
+		t.chunks[k] = c
+		t.mine |= 1 << k
+	}
+	t.chunks[k][s&chunkMask] = o
 }

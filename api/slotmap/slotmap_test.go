@@ -404,3 +404,71 @@ func BenchmarkDecode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApplyOneSlot is what every watcher pays per committed move.
+func BenchmarkApplyOneSlot(b *testing.B) {
+	for _, n := range []int{3, 200} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			nodes := testNodes(n)
+			a := testMap(b, 10, nodes, 1)
+			d := Diff(a, withOwners(b, a, 11, nodes, map[int]string{5: nodes[0].ID}))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := a.Apply(d); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkDiffOneSlot(b *testing.B) {
+	nodes := testNodes(200)
+	a := testMap(b, 10, nodes, 1)
+	next := withOwners(b, a, 11, nodes, map[int]string{5: nodes[0].ID})
+	b.ReportAllocs()
+	for b.Loop() {
+		Diff(a, next)
+	}
+}
+
+// Maps derived from one map share its owner chunks and node table; no
+// derivation may show through in another.
+func TestDerivedMapsDoNotShareWrites(t *testing.T) {
+	nodes := testNodes(3)
+	a := testMap(t, 10, nodes, 6)
+	before := a.Proto()
+	s5, s6 := slots.MustNew(5), slots.MustNew(6)
+	pick := func(not string) string {
+		for _, n := range nodes {
+			if n.ID != not {
+				return n.ID
+			}
+		}
+		return ""
+	}
+	to5, to6 := pick(a.OwnerID(s5)), pick(a.OwnerID(s6))
+	b1, err := a.Apply(&slotdv1.MapDelta{FromVersion: 10, Version: 11, Slots: []*slotdv1.SlotOwner{{Slot: 5, Owner: to5}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := a.Apply(&slotdv1.MapDelta{FromVersion: 10, Version: 11, Slots: []*slotdv1.SlotOwner{{Slot: 6, Owner: to6}},
+		Nodes: []*slotdv1.Node{{Id: "store-009", Address: "10.0.0.9:7500"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, _ := a.WithOwner(s5, "", "10.1.1.1:1", 20)
+	p2, _ := a.WithOwner(s5, "", "10.2.2.2:2", 20)
+	if !proto.Equal(a.Proto(), before) {
+		t.Fatal("deriving maps changed the original")
+	}
+	if b1.OwnerID(s5) != to5 || b1.OwnerID(s6) != a.OwnerID(s6) || len(b1.Nodes()) != 3 {
+		t.Fatal("b1 wrong")
+	}
+	if b2.OwnerID(s6) != to6 || b2.OwnerID(s5) != a.OwnerID(s5) || len(b2.Nodes()) != 4 {
+		t.Fatal("b2 wrong")
+	}
+	if p1.RouteSlot(s5).Addr() != "10.1.1.1:1" || p2.RouteSlot(s5).Addr() != "10.2.2.2:2" {
+		t.Fatalf("patches share a node table: %s %s", p1.RouteSlot(s5).Addr(), p2.RouteSlot(s5).Addr())
+	}
+}

@@ -27,12 +27,12 @@ func (m *Map) Proto() *slotdv1.SlotMap {
 }
 
 // packOwners writes each index as b bits, least significant bit first.
-func packOwners(owners *[slots.Count]uint16, b int) []byte {
+func packOwners(owners *ownerTable, b int) []byte {
 	out := make([]byte, slots.Count*b/8)
 	var acc uint64 // pending bits, lowest first
 	var n, w int   // bits pending, bytes written
-	for _, o := range owners {
-		acc |= uint64(o) << n
+	for s := range slots.Count {
+		acc |= uint64(owners.get(s)) << n
 		n += b
 		for n >= 8 {
 			out[w] = byte(acc)
@@ -81,11 +81,11 @@ func FromProto(pb *slotdv1.SlotMap) (*Map, error) {
 	return m, nil
 }
 
-func unpackOwners(owners *[slots.Count]uint16, in []byte, b, nodes int) error {
+func unpackOwners(owners *ownerTable, in []byte, b, nodes int) error {
 	mask := uint64(1)<<b - 1
 	var acc uint64
 	var n, r int
-	for s := range owners {
+	for s := range slots.Count {
 		for n < b {
 			acc |= uint64(in[r]) << n
 			r++
@@ -97,7 +97,7 @@ func unpackOwners(owners *[slots.Count]uint16, in []byte, b, nodes int) error {
 		if int(o) >= nodes {
 			return fmt.Errorf("%w: slot %d: owner index %d, only %d nodes", ErrInvalid, s, o, nodes)
 		}
-		owners[s] = uint16(o)
+		owners.set(s, uint16(o))
 	}
 	return nil
 }
@@ -107,21 +107,32 @@ func unpackOwners(owners *[slots.Count]uint16, in []byte, b, nodes int) error {
 // Diff is for servers, which never patch.
 func Diff(from, to *Map) *slotdv1.MapDelta {
 	d := &slotdv1.MapDelta{FromVersion: from.version, Version: to.version}
+	fromIdx, toIdx := from.ids(), to.ids()
 	for _, n := range to.nodes {
-		if old, ok := from.Node(n.ID); !ok || old != n {
+		if i, ok := fromIdx[n.ID]; !ok || from.nodes[i] != n {
 			d.Nodes = append(d.Nodes, nodeProto(n))
 		}
 	}
 	for _, n := range from.nodes {
-		if to.index(n.ID) < 0 {
+		if _, ok := toIdx[n.ID]; !ok {
 			d.RemovedNodes = append(d.RemovedNodes, n.ID)
 		}
 	}
 	if to.assigned {
+		// xl translates from's node indexes into to's, so the loop compares
+		// small integers instead of ids.
+		xl := make([]int, len(from.nodes))
+		for i, n := range from.nodes {
+			if j, ok := toIdx[n.ID]; ok {
+				xl[i] = j
+			} else {
+				xl[i] = -1
+			}
+		}
 		for s := range slots.Count {
-			owner := to.nodes[to.owners[s]].ID
-			if !from.assigned || from.nodes[from.owners[s]].ID != owner {
-				d.Slots = append(d.Slots, &slotdv1.SlotOwner{Slot: uint32(s), Owner: owner})
+			o := to.owners.get(s)
+			if !from.assigned || xl[from.owners.get(s)] != int(o) {
+				d.Slots = append(d.Slots, &slotdv1.SlotOwner{Slot: uint32(s), Owner: to.nodes[o].ID})
 			}
 		}
 	}
@@ -134,6 +145,9 @@ func Diff(from, to *Map) *slotdv1.MapDelta {
 // with ErrInvalid when d is malformed; m is never changed.
 //
 // Slots patched by a redirect newer than d keep their patched owner.
+//
+// Apply is on every watcher's path for every change, so the common delta
+// (a few slots, no node removed) costs one copy of the owner table.
 func (m *Map) Apply(d *slotdv1.MapDelta) (*Map, error) {
 	if d.GetFromVersion() != m.version {
 		return nil, fmt.Errorf("%w: delta %d->%d, map at %d", ErrGap, d.GetFromVersion(), d.GetVersion(), m.version)
@@ -144,84 +158,103 @@ func (m *Map) Apply(d *slotdv1.MapDelta) (*Map, error) {
 	c := m.clone()
 	c.version = d.GetVersion()
 
-	// Node table: removals, then upserts by id. Removing shifts indexes, so
-	// owners are remapped through ids.
-	ids := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		ids[i] = n.ID
-	}
-	nodes := c.nodes[:0:0]
-	for _, n := range c.nodes {
-		if !slices.Contains(d.GetRemovedNodes(), n.ID) {
-			nodes = append(nodes, n)
-		}
+	// Node table: upserts keep indexes (changed nodes in place, new ones
+	// appended); only removals shift them, and then owners are remapped.
+	if len(d.GetNodes()) > 0 {
+		c.nodes = slices.Clone(c.nodes)
 	}
 	for _, pn := range d.GetNodes() {
 		n := nodeFromProto(pn)
-		if i := slices.IndexFunc(nodes, func(x Node) bool { return x.ID == n.ID }); i >= 0 {
-			nodes[i] = n
-		} else {
-			nodes = append(nodes, n)
-		}
-	}
-	if len(nodes) > MaxNodes {
-		return nil, fmt.Errorf("%w: %d nodes, limit %d", ErrInvalid, len(nodes), MaxNodes)
-	}
-	idx := make(map[string]uint16, len(nodes))
-	for i, n := range nodes {
 		if n.ID == "" {
 			return nil, fmt.Errorf("%w: delta names a node with an empty id", ErrInvalid)
 		}
-		idx[n.ID] = uint16(i)
+		if i := c.index(n.ID); i >= 0 {
+			c.nodes[i] = n
+		} else {
+			c.nodes = append(c.nodes, n)
+		}
+	}
+	if len(c.nodes) > MaxNodes {
+		return nil, fmt.Errorf("%w: %d nodes, limit %d", ErrInvalid, len(c.nodes), MaxNodes)
 	}
 	// lost marks slots whose owner the delta removes; the delta must
 	// reassign every one of them.
-	var owners [slots.Count]uint16
 	var lost slots.Set
-	if m.assigned {
-		for s, o := range c.owners {
-			i, ok := idx[ids[o]]
-			if !ok {
-				lost.Add(slots.MustNew(s))
+	nlost := 0
+	if removed := d.GetRemovedNodes(); len(removed) > 0 {
+		remap := make([]int, len(c.nodes))
+		kept := make([]Node, 0, len(c.nodes))
+		for i, n := range c.nodes {
+			if slices.Contains(removed, n.ID) {
+				remap[i] = -1
+				continue
 			}
-			owners[s] = i
+			remap[i] = len(kept)
+			kept = append(kept, n)
+		}
+		if c.assigned {
+			for s := range slots.Count {
+				if r := remap[c.owners.get(s)]; r >= 0 {
+					c.owners.set(s, uint16(r))
+				} else {
+					lost.Add(slots.MustNew(s))
+					nlost++
+					c.owners.set(s, 0)
+				}
+			}
+		}
+		c.nodes = kept
+	}
+	if len(c.patches) > 0 {
+		c.patches = slices.DeleteFunc(c.patches, func(p patch) bool { return p.version <= c.version || lost.Contains(p.slot) })
+	}
+
+	// Owner lookups: a linear scan beats building a map for small deltas.
+	var idx map[string]uint16
+	if len(d.GetSlots()) > 16 && len(c.nodes) > 8 {
+		idx = make(map[string]uint16, len(c.nodes))
+		for i, n := range c.nodes {
+			idx[n.ID] = uint16(i)
 		}
 	}
-	patched := make(map[slots.Slot]bool, len(c.patches))
-	c.patches = slices.DeleteFunc(c.patches, func(p patch) bool { return p.version <= c.version || lost.Contains(p.slot) })
-	for _, p := range c.patches {
-		patched[p.slot] = true
-	}
 	var assigned slots.Set
+	nassigned := 0
 	for _, so := range d.GetSlots() {
 		s, err := slots.New(int(so.GetSlot()))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
-		i, ok := idx[so.GetOwner()]
+		i, ok := -1, false
+		if idx != nil {
+			var u uint16
+			u, ok = idx[so.GetOwner()]
+			i = int(u)
+		} else {
+			i = c.index(so.GetOwner())
+			ok = i >= 0
+		}
 		if !ok {
 			return nil, fmt.Errorf("%w: slot %d: owner %q is not in the node table", ErrInvalid, s.Int(), so.GetOwner())
 		}
-		assigned.Add(s)
-		if !patched[s] {
-			owners[s.Int()] = i
+		if !assigned.Contains(s) {
+			assigned.Add(s)
+			nassigned++
+		}
+		if !c.patched(s) {
+			c.owners.set(s.Int(), uint16(i))
 		}
 	}
-	for s := range slots.Count {
-		sl := slots.MustNew(s)
-		if assigned.Contains(sl) {
-			continue
-		}
-		if !m.assigned && len(d.GetSlots()) > 0 {
-			// The bootstrap delta must name every slot.
-			return nil, fmt.Errorf("%w: slot %d has no owner", ErrInvalid, s)
-		}
-		if lost.Contains(sl) {
-			return nil, fmt.Errorf("%w: slot %d: its owner is removed and the delta gives it no new one", ErrInvalid, s)
+	if !m.assigned && nassigned > 0 && nassigned != slots.Count {
+		return nil, fmt.Errorf("%w: the first assignment names %d slots, want all %d", ErrInvalid, nassigned, slots.Count)
+	}
+	if nlost > 0 {
+		for s := range lost.All() {
+			if !assigned.Contains(s) {
+				return nil, fmt.Errorf("%w: slot %d: its owner is removed and the delta gives it no new one", ErrInvalid, s.Int())
+			}
 		}
 	}
-	c.nodes, c.owners = nodes, owners
-	c.assigned = m.assigned || len(d.GetSlots()) > 0
+	c.assigned = m.assigned || nassigned > 0
 	ms, err := migrationsFromProto(d.GetMigrations())
 	if err != nil {
 		return nil, err
@@ -229,7 +262,28 @@ func (m *Map) Apply(d *slotdv1.MapDelta) (*Map, error) {
 	if err := c.setMigrations(ms); err != nil {
 		return nil, err
 	}
-	return c.compact(), nil
+	if slices.ContainsFunc(c.nodes, func(n Node) bool { return isPlaceholder(n.ID) }) {
+		c = c.compact()
+	}
+	return c, nil
+}
+
+// ids maps node ids to indexes.
+func (m *Map) ids() map[string]int {
+	idx := make(map[string]int, len(m.nodes))
+	for i, n := range m.nodes {
+		idx[n.ID] = i
+	}
+	return idx
+}
+
+func (m *Map) patched(s slots.Slot) bool {
+	for _, p := range m.patches {
+		if p.slot == s {
+			return true
+		}
+	}
+	return false
 }
 
 func nodeProto(n Node) *slotdv1.Node {

@@ -19,9 +19,13 @@ import (
 // State is an in-memory directory: the current map and a broadcast of its
 // changes. Safe for concurrent use.
 type State struct {
-	mu      sync.Mutex // guards cur and changed
+	mu      sync.Mutex // guards cur, deltas and changed
 	cur     *slotmap.Map
 	changed chan struct{} // closed and replaced by every Set
+	// deltas holds Diff(previous, next) for every Set, computed once and
+	// shared by all watchers (as slotd should: a delta per watcher per
+	// change is what makes propagation slow with many watchers).
+	deltas []*slotdv1.MapDelta
 }
 
 // NewState returns a directory holding m.
@@ -33,6 +37,9 @@ func NewState(m *slotmap.Map) *State {
 func (s *State) Set(m *slotmap.Map) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if m.Version() > s.cur.Version() {
+		s.deltas = append(s.deltas, slotmap.Diff(s.cur, m))
+	}
 	s.cur = m
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -48,6 +55,19 @@ func (s *State) snapshot() (*slotmap.Map, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur, s.changed
+}
+
+// since returns the current map, the chain of deltas from version v to it
+// (nil if there is no such chain), and the channel of the next change.
+func (s *State) since(v uint64) (*slotmap.Map, []*slotdv1.MapDelta, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.deltas) - 1; i >= 0; i-- {
+		if s.deltas[i].GetFromVersion() == v {
+			return s.cur, s.deltas[i:len(s.deltas):len(s.deltas)], s.changed
+		}
+	}
+	return s.cur, nil, s.changed
 }
 
 // Server serves a State's Directory over gRPC on 127.0.0.1.
@@ -119,14 +139,22 @@ func (s *Server) WatchMap(_ *slotdv1.WatchMapRequest, stream grpc.ServerStreamin
 			return ctx.Err()
 		case <-changed:
 		}
-		var m *slotmap.Map
-		m, changed = s.state.snapshot()
+		m, chain, next := s.state.since(last.Version())
+		changed = next
 		if m.Version() <= last.Version() {
 			continue
 		}
-		u := &slotdv1.WatchMapResponse{Update: &slotdv1.WatchMapResponse_Delta{Delta: slotmap.Diff(last, m)}}
-		if err := stream.Send(u); err != nil {
-			return err
+		if chain == nil { // no delta chain from last (Set went backwards): send in full
+			u := &slotdv1.WatchMapResponse{Update: &slotdv1.WatchMapResponse_Full{Full: m.Proto()}}
+			if err := stream.Send(u); err != nil {
+				return err
+			}
+		}
+		for _, d := range chain {
+			u := &slotdv1.WatchMapResponse{Update: &slotdv1.WatchMapResponse_Delta{Delta: d}}
+			if err := stream.Send(u); err != nil {
+				return err
+			}
 		}
 		last = m
 	}

@@ -1,0 +1,161 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/api/slotmap"
+	"github.com/slotd/slotd/client/internal/maptest"
+	"github.com/slotd/slotd/slots"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+)
+
+// BenchmarkRoute measures the hot path applications call per request.
+// Target: <= 20 ns/op and 0 allocs for a 16-byte key.
+func BenchmarkRoute(b *testing.B) {
+	st := maptest.NewState(baseMap(b, 1))
+	srv := startServer(b, st, "127.0.0.1:0")
+	defer srv.Stop()
+	c := newClient(b, nil, srv.Addr())
+	key := []byte("user:0123456789a") // 16 bytes
+	skey := string(key)
+
+	b.Run("bytes16", func(b *testing.B) {
+		b.ReportAllocs()
+		var sink slotmap.Route
+		for b.Loop() {
+			sink, _ = c.Route(key)
+		}
+		_ = sink
+	})
+	b.Run("string16", func(b *testing.B) {
+		b.ReportAllocs()
+		var sink slotmap.Route
+		for b.Loop() {
+			sink, _ = c.RouteString(skey)
+		}
+		_ = sink
+	})
+	b.Run("bytes16-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			var sink slotmap.Route
+			for pb.Next() {
+				sink, _ = c.Route(key)
+			}
+			_ = sink
+		})
+	})
+}
+
+// BenchmarkFullMapFetch measures GetMap of a full map over a 127.0.0.1
+// socket plus decoding, and reports the wire size.
+func BenchmarkFullMapFetch(b *testing.B) {
+	for _, n := range []int{3, 200} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			nodes := make([]slotmap.Node, n)
+			for i := range nodes {
+				nodes[i] = slotmap.Node{ID: fmt.Sprintf("store-%03d", i), Addr: fmt.Sprintf("10.0.%d.%d:7500", i/256, i%256), Weight: 1}
+			}
+			m, err := maptest.RoundRobin(1, nodes)
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv := startServer(b, maptest.NewState(m), "127.0.0.1:0")
+			defer srv.Stop()
+			conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close()
+			dir := slotdv1.NewDirectoryClient(conn)
+			ctx := context.Background()
+			var size int
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := dir.GetMap(ctx, &slotdv1.GetMapRequest{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := slotmap.FromProto(resp.GetMap()); err != nil {
+					b.Fatal(err)
+				}
+				size = proto.Size(resp)
+			}
+			b.ReportMetric(float64(size), "wire-bytes")
+		})
+	}
+}
+
+// BenchmarkPropagation1000 starts 1,000 SDK clients in this process, each
+// with its own connection and watch stream, publishes 50 map changes one
+// after another, and reports the delay from publishing a change to the last
+// client seeing it (p50 and p99 over the 50 changes). Against maptest it
+// measures the SDK and gRPC; the same loop against slotd adds etcd.
+// Run with -benchtime=1x: one iteration is the whole experiment.
+func BenchmarkPropagation1000(b *testing.B) {
+	const clients, changes = 1000, 50
+	for b.Loop() {
+		st := maptest.NewState(baseMap(b, 1))
+		srv := startServer(b, st, "127.0.0.1:0")
+
+		// seen[v] counts clients that have seen version v; done[v] gets the
+		// time the last one did.
+		var seen [changes + 2]atomic.Int32
+		var done [changes + 2]chan time.Time
+		for i := range done {
+			done[i] = make(chan time.Time, 1)
+		}
+		var wg sync.WaitGroup
+		cs := make([]*Client, clients)
+		for i := range cs {
+			cs[i] = newClient(b, nil, srv.Addr())
+			maps, cancel := cs[i].Subscribe()
+			defer cancel()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var last uint64
+				for m := range maps {
+					for v := last + 1; v <= m.Version() && v < uint64(len(seen)); v++ {
+						if seen[v].Add(1) == clients {
+							done[v] <- time.Now()
+						}
+					}
+					last = max(last, m.Version())
+				}
+			}()
+		}
+		<-done[1]
+
+		delays := make([]time.Duration, 0, changes)
+		cur := st.Map()
+		for v := uint64(2); v < changes+2; v++ {
+			next, err := maptest.Move(cur, v, slots.MustNew(int(v)), "a")
+			if err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			st.Set(next)
+			delays = append(delays, (<-done[v]).Sub(start))
+			cur = next
+		}
+		slices.Sort(delays)
+		b.ReportMetric(float64(delays[len(delays)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(delays[len(delays)*99/100].Microseconds())/1000, "p99-ms")
+
+		for _, c := range cs {
+			c.Close()
+		}
+		wg.Wait()
+		srv.Stop()
+	}
+}
