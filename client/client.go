@@ -27,6 +27,9 @@ var (
 	ErrClusterMismatch = errors.New("client: endpoint serves another cluster")
 )
 
+// errBehind: a watch stream started below the client's version.
+var errBehind = errors.New("client: endpoint behind the client's map")
+
 // Client keeps a slot map fresh and routes keys with it. Create it with New
 // and release it with Close.
 type Client struct {
@@ -318,8 +321,14 @@ func (c *Client) watchOnce(ctx context.Context, ep int) (progressed bool, err er
 			if err != nil {
 				return progressed, err
 			}
-			if _, err := c.replace(m, sourceWatchFull); err != nil {
+			installed, err := c.replace(m, sourceWatchFull)
+			if err != nil {
 				return progressed, err
+			}
+			if !installed {
+				// This endpoint is behind the map we hold; its deltas would
+				// not fit. Another endpoint (or this one later) will do.
+				return false, fmt.Errorf("%w: endpoint at version %d", errBehind, m.Version())
 			}
 		case *slotdv1.WatchMapResponse_Delta:
 			if err := c.applyDelta(u.Delta); err != nil {

@@ -543,3 +543,22 @@ func TestSubscribeAfterClose(t *testing.T) {
 		t.Fatal("subscription after Close is open")
 	}
 }
+
+func TestLaggingEndpointDoesNotRollBack(t *testing.T) {
+	ahead := maptest.NewState(baseMap(t, 10))
+	behind := maptest.NewState(baseMap(t, 5))
+	one := startServer(t, ahead, "127.0.0.1:0")
+	two := startServer(t, behind, "127.0.0.1:0")
+	defer two.Stop()
+	c := newClient(t, nil, one.Addr(), two.Addr())
+	eventually(t, "version 10", versionIs(c, 10))
+	one.Stop()
+	// The client now only reaches an endpoint behind it: it keeps its map
+	// and keeps trying (with backoff) until that endpoint catches up.
+	eventually(t, "a watch on the lagging endpoint", func() bool { return two.WatchCalls() >= 2 })
+	if v := c.Map().Version(); v != 10 {
+		t.Fatalf("map rolled back to %d", v)
+	}
+	behind.Set(moved(t, baseMap(t, 10), 11, slots.MustNew(1), "a"))
+	eventually(t, "version 11 once the endpoint caught up", versionIs(c, 11))
+}

@@ -46,7 +46,7 @@ type Options struct {
 	MinFetchInterval time.Duration
 }
 
-// Errors from Options.Validate.
+// ErrBadOptions is returned by Options.Validate (and New) for an invalid field.
 var ErrBadOptions = errors.New("client: bad options")
 
 // Validate reports the first invalid field.
