@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -210,6 +211,17 @@ func TestNoRuleIsDeniedAndPublicIsOpen(t *testing.T) {
 	}
 	if err := callWatch(c.client(t, "", "")); err != nil {
 		t.Fatalf("public method without identity: %v", err)
+	}
+}
+
+func TestUncovered(t *testing.T) {
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	if got := auth.NewPolicy().Require(adminMethod, auth.RoleAdmin).Uncovered(srv.GetServiceInfo()); strings.Join(got, " ") != "/grpc.health.v1.Health/List "+readMethod {
+		t.Fatalf("Uncovered = %v, want List and Watch", got)
+	}
+	if got := testPolicy().Uncovered(srv.GetServiceInfo()); len(got) != 0 {
+		t.Fatalf("Uncovered = %v, want none", got)
 	}
 }
 

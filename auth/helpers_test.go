@@ -31,7 +31,8 @@ const (
 func testPolicy() *auth.Policy {
 	return auth.NewPolicy().
 		Require(adminMethod, auth.RoleAdmin).
-		Require(readMethod, auth.RoleRead)
+		Require(readMethod, auth.RoleRead).
+		Require("/grpc.health.v1.Health/List", auth.RoleRead)
 }
 
 // countingHealth counts handler calls, to prove refused calls never reach

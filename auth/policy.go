@@ -3,7 +3,10 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	"google.golang.org/grpc"
 )
 
 // ErrPolicy is returned by Policy.Validate for a rule that cannot be used.
@@ -110,4 +113,23 @@ func (p *Policy) lookup(fullMethod string) (rule, bool) {
 func (p *Policy) Roles(fullMethod string) (roles []Role, public, ok bool) {
 	r, ok := p.lookup(fullMethod)
 	return append([]Role(nil), r.roles...), r.public, ok
+}
+
+// Uncovered lists, sorted, the methods registered on a server that no rule
+// matches (and that are therefore denied to everyone). Call it at startup
+// with grpc.Server.GetServiceInfo() to catch a new RPC nobody gave a rule:
+//
+//	if m := policy.Uncovered(srv.GetServiceInfo()); len(m) > 0 { return fmt.Errorf("no auth rule for %v", m) }
+func (p *Policy) Uncovered(services map[string]grpc.ServiceInfo) []string {
+	var out []string
+	for svc, info := range services {
+		for _, m := range info.Methods {
+			full := "/" + svc + "/" + m.Name
+			if _, ok := p.lookup(full); !ok {
+				out = append(out, full)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
