@@ -114,6 +114,9 @@ func loadCaptures(dir string, sync bool) (map[slots.Slot]*capture, error) {
 		}
 		c, err := openCapture(name, s, sync)
 		if err != nil {
+			for _, o := range out {
+				o.close()
+			}
 			return nil, err
 		}
 		out[s] = c

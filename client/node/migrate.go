@@ -596,6 +596,13 @@ func (n *Node) Drop(ctx context.Context, s slots.Slot, version uint64, bytesPerS
 		return false, nil
 	}
 	n.dropping[s] = bytesPerSec
+	// Persisted so that a restart finishes the drop: the mover considers
+	// it started and will not ask again.
+	if err := saveDrops(n.cfg.StateDir, n.dropping); err != nil {
+		delete(n.dropping, s)
+		n.dropMu.Unlock()
+		return false, err
+	}
 	n.dropMu.Unlock()
 	if err := n.EndCapture(ctx, s, ""); err != nil {
 		return false, err
@@ -661,7 +668,12 @@ func (n *Node) runDrops(ctx context.Context) {
 		}
 		n.dropMu.Lock()
 		delete(n.dropping, s)
+		err := saveDrops(n.cfg.StateDir, n.dropping)
 		n.dropMu.Unlock()
+		if err != nil {
+			// The slot is empty; a restart would only redo an empty drop.
+			n.lg.Warn("could not record a finished drop", "slot", s.Int(), "err", err)
+		}
 		n.lg.Info("slot dropped", "slot", s.Int())
 	}
 }
@@ -693,4 +705,49 @@ func (n *Node) dropSlot(ctx context.Context, s slots.Slot, bps int64) error {
 			return err
 		}
 	}
+}
+
+// dropFile holds the drops in progress, one "slot bytes_per_second" line each.
+const dropFile = "drops"
+
+func loadDrops(dir string) (map[slots.Slot]int64, error) {
+	out := make(map[slots.Slot]int64)
+	b, err := os.ReadFile(filepath.Join(dir, dropFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node: read drops: %w", err)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		var k int
+		var r int64
+		var s slots.Slot
+		if len(f) == 2 {
+			k, err = strconv.Atoi(f[0])
+			if err == nil {
+				r, err = strconv.ParseInt(f[1], 10, 64)
+			}
+			if err == nil {
+				s, err = slots.New(k)
+			}
+		}
+		if len(f) != 2 || err != nil || r <= 0 {
+			return nil, fmt.Errorf("node: drop file %s line %d is corrupt; remove it and drop the slots again", filepath.Join(dir, dropFile), i+1)
+		}
+		out[s] = r
+	}
+	return out, nil
+}
+
+func saveDrops(dir string, drops map[slots.Slot]int64) error {
+	var b strings.Builder
+	for s, r := range drops {
+		fmt.Fprintf(&b, "%d %d\n", s.Int(), r)
+	}
+	return writeFileAtomic(dir, dropFile, []byte(b.String()), true)
 }

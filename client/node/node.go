@@ -148,8 +148,19 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	closeCaps := func() {
+		for _, c := range caps {
+			c.close()
+		}
+	}
 	imports, err := loadImports(cfg.StateDir)
 	if err != nil {
+		closeCaps()
+		return nil, err
+	}
+	drops, err := loadDrops(cfg.StateDir)
+	if err != nil {
+		closeCaps()
 		return nil, err
 	}
 	n := &Node{
@@ -161,7 +172,7 @@ func New(cfg Config) (*Node, error) {
 		fences:   fences,
 		captures: caps,
 		imports:  imports,
-		dropping: make(map[slots.Slot]int64),
+		dropping: drops,
 		dropWake: make(chan struct{}, 1),
 	}
 	for s := range fences {
@@ -172,8 +183,8 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.m.fenced.Set(float64(len(fences)))
 	n.m.throttle.Set(float64(cfg.ExportBytesPerSecond))
-	if len(fences) > 0 || len(caps) > 0 || len(imports) > 0 {
-		n.lg.Info("node state loaded", "fenced", len(fences), "captures", len(caps), "imports", len(imports))
+	if len(fences) > 0 || len(caps) > 0 || len(imports) > 0 || len(drops) > 0 {
+		n.lg.Info("node state loaded", "fenced", len(fences), "captures", len(caps), "imports", len(imports), "drops", len(drops))
 	}
 	return n, nil
 }

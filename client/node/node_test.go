@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -285,6 +286,7 @@ func TestCorruptStateIsRefused(t *testing.T) {
 		{"fence out of range", fenceFile, "16384 1 mv\n"},
 		{"capture without header", "capture-5.log", "\x00\x00\x00\x0a\x00\x00\x00\x00garbage..."},
 		{"import state", "import-5.json", "{"},
+		{"drop file", dropFile, "5\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -403,5 +405,67 @@ func TestRunSamplesWriteRates(t *testing.T) {
 	}
 	if st, _ := n.Stats(ctx, slots.ForString("{idle}")); st.WritesPerSecond != 0 {
 		t.Fatalf("idle slot has rate %v", st.WritesPerSecond)
+	}
+}
+
+// TestDropResumesAfterRestart: a drop asked for before a restart finishes
+// after it, throttled by the rate it was given, and lifts the slot's fence.
+func TestDropResumesAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st := newMemStore()
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	keep, gone := slots.ForString("{keep}"), slots.ForString("{gone}")
+	for i := range 50 {
+		for _, tag := range []string{"keep", "gone"} {
+			k := fmt.Sprintf("{%s}:%d", tag, i)
+			if err := st.Apply(ctx, slots.ForString(k), []Mutation{{Key: []byte(k), Value: []byte("v")}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	n := newTestNode(t, st, m, dir)
+	if _, err := n.Fence(ctx, gone, "mv", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Drop(ctx, gone, 0, 0); !errors.Is(err, ErrOwned) {
+		t.Fatalf("drop of an owned slot: %v, want ErrOwned", err)
+	}
+	m.Set("b", "127.0.0.1:2", gone)
+	if _, err := n.Drop(ctx, gone, m.Version()+1, 0); !errors.Is(err, ErrMapBehind) {
+		t.Fatalf("drop ahead of the map: %v, want ErrMapBehind", err)
+	}
+	if started, err := n.Drop(ctx, gone, m.Version(), 1000); err != nil || !started {
+		t.Fatalf("drop: %v %v", started, err)
+	}
+	if started, err := n.Drop(ctx, gone, m.Version(), 1000); err != nil || started {
+		t.Fatalf("second drop: started %v, err %v; want a no-op", started, err)
+	}
+	n.Close() // before Run ever deleted anything
+
+	n2 := newTestNode(t, st, m, dir)
+	if !n2.Dropping(gone) || !n2.Fenced(gone) {
+		t.Fatal("the drop or the fence was lost in the restart")
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- n2.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(20 * time.Second)
+	for n2.Dropping(gone) {
+		if time.Now().After(deadline) {
+			t.Fatal("drop did not finish")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if k, _, _ := st.SlotSize(ctx, gone); k != 0 {
+		t.Fatalf("%d keys left in the dropped slot", k)
+	}
+	if k, _, _ := st.SlotSize(ctx, keep); k != 50 {
+		t.Fatalf("the other slot has %d keys, want 50", k)
+	}
+	if n2.Fenced(gone) {
+		t.Fatal("fence not lifted after the drop")
 	}
 }
