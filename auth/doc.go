@@ -45,6 +45,10 @@
 //	opts := append(az.ServerOptions(), auth.Limits{}.ServerOptions()...)
 //	opts = append(opts, grpc.Creds(tlsServer.Credentials()))
 //	srv := grpc.NewServer(opts...)
+//	slotdv1.RegisterAdminServer(srv, ...) // and the others
+//	if m := policy.Uncovered(srv.GetServiceInfo()); len(m) > 0 {
+//		return fmt.Errorf("auth: no rule for %v", m) // they would be denied to everyone
+//	}
 //
 // Handlers learn the caller (e.g. the operator for history) with
 // auth.Operator(ctx) or auth.FromContext(ctx).
