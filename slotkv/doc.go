@@ -13,8 +13,11 @@
 // acknowledged (and so is the change log of a slot being exported). With
 // Config.NoSync (slotkv --fsync=false) commits are not fsynced: a crash of
 // the process loses nothing, a crash of the machine can lose the last
-// writes. Fences are always fsynced. The cost is measured by the Put
-// benchmarks in this package.
+// writes. Fences are always fsynced. With fsync, commits of concurrent
+// writes to different slots share one fsync (bbolt's Batch, 1 ms collection
+// window). The cost, from BenchmarkPut (8 gRPC clients, 100-byte values, on
+// a busy 2-core machine): fsync on 1.6k-2.9k puts/s with p99 5-25 ms, fsync
+// off 6k-13k puts/s with p99 2.6-7 ms.
 //
 // Usage:
 //

@@ -134,6 +134,7 @@ func TestUsageErrors(t *testing.T) {
 		{"no slotd and not standalone", []string{"--id", "a", "--slotd", ""}},
 		{"negative rate", []string{"--id", "a", "--standalone", "--export-rate", "-1"}},
 		{"unknown flag", []string{"--nope"}},
+		{"wildcard listen without advertise", []string{"--id", "a", "--standalone", "--listen", "0.0.0.0:0", "--http", "", "--data-dir", "DIR"}},
 		{"bad env", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,9 +142,14 @@ func TestUsageErrors(t *testing.T) {
 				t.Setenv("SLOTKV_WEIGHT", "heavy")
 				tc.args = []string{"--id", "a", "--standalone"}
 			}
+			for i, a := range tc.args {
+				if a == "DIR" {
+					tc.args[i] = t.TempDir()
+				}
+			}
 			var out bytes.Buffer
-			if c := run(context.Background(), tc.args, &out); c == exitOK {
-				t.Fatalf("exit 0 for %v: %s", tc.args, out.String())
+			if c := run(context.Background(), tc.args, &out); c != exitUsage {
+				t.Fatalf("exit %d for %v, want %d: %s", c, tc.args, exitUsage, out.String())
 			}
 		})
 	}

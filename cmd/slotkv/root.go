@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -91,6 +92,7 @@ crash, not a machine crash).`,
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), &o, stderr) },
 	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	f := cmd.Flags()
 	f.StringVar(&o.id, "id", "", "node id: a stable name, never an address")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:7500", "gRPC listen address (KV and Store services)")
@@ -139,6 +141,9 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	advertise := o.advertise
 	if advertise == "" {
 		advertise = lis.Addr().String()
+		if ap, err := netip.ParseAddrPort(advertise); err == nil && ap.Addr().IsUnspecified() {
+			return usageError{fmt.Errorf("--listen %s is on every interface; give --advertise, the address others reach this node at", o.listen)}
+		}
 	}
 
 	var maps mapSource
