@@ -58,17 +58,22 @@ func startServer(t testing.TB, st *maptest.State, addr string) *maptest.Server {
 // newClient starts a client with fast backoffs and stops it at test end.
 func newClient(t testing.TB, reg prometheus.Registerer, endpoints ...string) *Client {
 	t.Helper()
+	return newClientWith(t, func(o *Options) { o.Registerer = reg; o.Endpoints = endpoints })
+}
+
+func newClientWith(t testing.TB, edit func(*Options)) *Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := New(ctx, Options{
-		Endpoints:           endpoints,
-		Registerer:          reg,
+	o := Options{
 		RetryBackoff:        time.Millisecond,
 		MaxRetryBackoff:     5 * time.Millisecond,
 		ReconnectBackoff:    5 * time.Millisecond,
 		MaxReconnectBackoff: 50 * time.Millisecond,
 		MinFetchInterval:    time.Millisecond,
-	})
+	}
+	edit(&o)
+	c, err := New(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,12 +451,11 @@ func TestDoRespectsDeadline(t *testing.T) {
 	st := maptest.NewState(baseMap(t, 10))
 	srv := startServer(t, st, "127.0.0.1:0")
 	defer srv.Stop()
-	c := newClient(t, nil, srv.Addr())
+	// The hint (and the backoff cap) would wait far longer than the deadline.
+	c := newClientWith(t, func(o *Options) { o.Endpoints = []string{srv.Addr()}; o.MaxRetryBackoff = time.Hour })
 	key := []byte("k")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	// The hint (and the backoff cap) would wait far longer than the deadline.
-	c.opts.MaxRetryBackoff = time.Hour
 	err := c.Do(ctx, key, func(context.Context, string, bool) error {
 		return redirect.Fenced{Slot: slots.ForKey(key), Version: 10, RetryAfter: time.Hour}.Err()
 	})
