@@ -135,34 +135,39 @@ func TestCopySlotWhileWriting(t *testing.T) {
 		}
 	}
 
-	// The writer runs until the fence turns it away.
+	// Writers, each on its own keys (so "last acknowledged" is well
+	// defined per key), run until the fence turns them away.
+	const writers = 4
 	var wg sync.WaitGroup
-	var writes int
-	var writerErr error
-	started := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		wr := rand.New(rand.NewPCG(3, 4))
-		for i := 0; ; i++ {
-			if i == 50 {
-				close(started)
-			}
-			err := ack.write(ctx, t, a.kv, keys[wr.IntN(len(keys))], wr, i)
-			if fencedErr(err) {
-				writes = i
-				return
-			}
-			if err != nil {
-				writerErr = err
-				if i < 50 {
-					close(started)
+	writes := make([]int, writers)
+	writerErr := make([]error, writers)
+	var started sync.WaitGroup
+	started.Add(writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wr := rand.New(rand.NewPCG(3, uint64(w)))
+			mine := keys[w*len(keys)/writers : (w+1)*len(keys)/writers]
+			for i := 0; ; i++ {
+				if i == 20 {
+					started.Done()
 				}
-				return
+				err := ack.write(ctx, t, a.kv, mine[wr.IntN(len(mine))], wr, i)
+				if err != nil {
+					if !fencedErr(err) {
+						writerErr[w] = err
+					}
+					writes[w] = i
+					if i < 20 {
+						started.Done()
+					}
+					return
+				}
 			}
-		}
-	}()
-	<-started
+		}()
+	}
+	started.Wait()
 
 	const move = "move-1"
 	batches := exportAll(ctx, t, a, s, move, nil, 4<<10)
@@ -181,11 +186,13 @@ func TestCopySlotWhileWriting(t *testing.T) {
 		t.Fatalf("drain ended at %d with fence %d; Fence said %d", last, fence, fr.FenceSeq)
 	}
 	wg.Wait()
-	if writerErr != nil {
-		t.Fatalf("writer: %v", writerErr)
-	}
-	if writes < 50 {
-		t.Fatalf("writer made only %d writes during the move", writes)
+	for w := range writers {
+		if writerErr[w] != nil {
+			t.Fatalf("writer %d: %v", w, writerErr[w])
+		}
+		if writes[w] < 20 {
+			t.Fatalf("writer %d made only %d writes during the move", w, writes[w])
+		}
 	}
 
 	ca, cb := checksum(ctx, t, a, s), checksum(ctx, t, b, s)
@@ -292,7 +299,8 @@ func TestImportTwice(t *testing.T) {
 }
 
 // TestExportResumesAfterSourceRestart exports part of a slot, restarts the
-// source (writes before and after), resumes from the cursor and catches up:
+// source and the target (writes before and after), resumes from the cursor
+// the target reports and catches up:
 // the target equals the source, no key came twice and none was skipped.
 func TestExportResumesAfterSourceRestart(t *testing.T) {
 	ctx := ctxT(t)
@@ -334,7 +342,10 @@ func TestExportResumesAfterSourceRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Both ends restart: the source keeps its capture, the target its
+	// import progress.
 	a = a.restart(nodeOpts{})
+	b = b.restart(nodeOpts{})
 	m.SetAll("a", a.addr)
 	m.Set("b", b.addr)
 	for i := range 100 {
