@@ -1,0 +1,358 @@
+package mover
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	slotdv1 "github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/slots"
+)
+
+// Errors a transfer returns; the executor branches on them.
+var (
+	// ErrStoreLied marks data from a store that cannot be right: a key of
+	// another slot, a checksum that differs after the drain. The move is
+	// aborted and not retried.
+	ErrStoreLied = errors.New("mover: store sent inconsistent data")
+	// ErrCaptureLost marks a source that lost the change capture the copy
+	// relies on (it restarted without it, or the log was cut): the move is
+	// aborted and may be retried from scratch.
+	ErrCaptureLost = errors.New("mover: source lost the slot's change capture")
+)
+
+// Journal records a move's progress in the directory. The executor
+// implements it over the directory; each call is one etcd transaction.
+type Journal interface {
+	// CatchingUp records that the copy is done and catch-up starts. It is
+	// informational (status shows it); recovery treats it like the copy.
+	CatchingUp(ctx context.Context) error
+	// Fencing records, before the source is fenced, that it may be: from
+	// here a new leader must either finish the move or unfence the source.
+	Fencing(ctx context.Context) error
+	// Commit names the target as the slot's owner and returns the new
+	// directory version.
+	Commit(ctx context.Context) (uint64, error)
+}
+
+// Step names where a transfer starts: a fresh move, or a move a previous
+// leader left at some phase.
+type Step int
+
+// Steps, in order.
+const (
+	StepCopy Step = iota
+	StepCatchUp
+	StepFenced
+)
+
+// Transfer moves one slot's data from a source store node to a target and
+// hands ownership over. It is the protocol of DESIGN "Moving one slot":
+// copy, catch-up, fence, drain, verify, commit. A Transfer is used once.
+type Transfer struct {
+	Slot   slots.Slot
+	MoveID string
+	Source slotdv1.StoreClient
+	Target slotdv1.StoreClient
+	// Rate is the donor byte rate for this move (0: unlimited).
+	Rate uint64
+	// Journal records phases in the directory.
+	Journal Journal
+	// Verify compares source and target checksums after the drain, inside
+	// the fence. It costs a scan of the slot on both sides.
+	Verify bool
+	// CatchUpBacklog is the backlog of changes below which catch-up stops
+	// and the source is fenced; default 64.
+	CatchUpBacklog uint64
+	// MaxCatchUpRounds bounds catch-up when writes outpace the copy; the
+	// source is fenced after it anyway. Default 20.
+	MaxCatchUpRounds int
+	// MaxBatchBytes bounds one batch; 0 lets the source choose.
+	MaxBatchBytes uint32
+	// Progress, if set, is called after every batch applied on the target
+	// with the bytes and keys of that batch.
+	Progress func(bytes, keys int)
+	// Fenced, if set, is called when the source is fenced; Committed's
+	// caller measures the cutover pause from it.
+	Fenced func()
+
+	batchSeq   uint64 // last snapshot batch applied on the target
+	lastChange uint64 // last change seq applied on the target
+}
+
+// Result is what a finished transfer did.
+type Result struct {
+	Version uint64 // directory version of the commit
+	Bytes   int64  // key and value bytes applied on the target
+	Keys    int64
+}
+
+// Run carries the transfer from step to commit. On error nothing is
+// committed; the caller aborts the move (see Abort) or retries Run from the
+// phase the journal recorded.
+func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
+	var res Result
+	if t.CatchUpBacklog == 0 {
+		t.CatchUpBacklog = 64
+	}
+	if t.MaxCatchUpRounds == 0 {
+		t.MaxCatchUpRounds = 20
+	}
+	st, err := t.Target.ImportStatus(ctx, &slotdv1.ImportStatusRequest{Slot: t.slot(), MoveId: t.MoveID})
+	if err != nil {
+		return res, fmt.Errorf("import status on target: %w", err)
+	}
+	t.batchSeq, t.lastChange = st.LastBatchSeq, max(st.LastChangeSeq, st.SnapshotSeq)
+	if from == StepCopy && !st.SnapshotDone {
+		if err := t.copy(ctx, st.Cursor, &res); err != nil {
+			return res, err
+		}
+	}
+	if from <= StepCatchUp {
+		if err := t.catchUp(ctx, &res); err != nil {
+			return res, err
+		}
+		if err := t.Journal.Fencing(ctx); err != nil {
+			return res, fmt.Errorf("record fencing: %w", err)
+		}
+	}
+	fence, err := t.Source.Fence(ctx, &slotdv1.FenceRequest{Slot: t.slot(), MoveId: t.MoveID})
+	if err != nil {
+		return res, fmt.Errorf("fence source: %w", err)
+	}
+	if t.Fenced != nil {
+		t.Fenced()
+	}
+	for t.lastChange < fence.FenceSeq {
+		before := t.lastChange
+		if _, err := t.changes(ctx, &res); err != nil {
+			return res, fmt.Errorf("drain after fence: %w", err)
+		}
+		if t.lastChange == before {
+			return res, fmt.Errorf("%w: source fenced at change %d but its log ends at %d", ErrCaptureLost, fence.FenceSeq, before)
+		}
+	}
+	if t.Verify {
+		if err := t.verify(ctx); err != nil {
+			return res, err
+		}
+	}
+	v, err := t.Journal.Commit(ctx)
+	if err != nil {
+		return res, fmt.Errorf("commit: %w", err)
+	}
+	res.Version = v
+	return res, nil
+}
+
+func (t *Transfer) slot() uint32 { return uint32(t.Slot.Int()) }
+
+// copy streams the snapshot from the source's cursor (nil: from the start)
+// and applies every batch on the target.
+func (t *Transfer) copy(ctx context.Context, cursor []byte, res *Result) error {
+	stream, err := t.Source.Export(ctx, &slotdv1.ExportRequest{
+		Slot: t.slot(), MoveId: t.MoveID, Cursor: cursor,
+		RateBytesPerSecond: t.Rate, MaxBatchBytes: t.MaxBatchBytes,
+	})
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	for {
+		b, err := stream.Recv()
+		if err == io.EOF {
+			return fmt.Errorf("%w: export of slot %d ended without its last batch", ErrCaptureLost, t.Slot.Int())
+		}
+		if err != nil {
+			return classify("export", err)
+		}
+		if err := t.checkKeys(b.Entries, nil); err != nil {
+			return err
+		}
+		t.batchSeq++
+		if _, err := t.Target.Import(ctx, &slotdv1.ImportRequest{
+			Slot: t.slot(), MoveId: t.MoveID,
+			Batch: &slotdv1.ImportRequest_Snapshot{Snapshot: &slotdv1.SnapshotImport{
+				BatchSeq: t.batchSeq, Entries: b.Entries, Cursor: b.Cursor, SnapshotSeq: b.SnapshotSeq, Done: b.Done,
+			}},
+		}); err != nil {
+			return classify("import snapshot batch", err)
+		}
+		t.lastChange = max(t.lastChange, b.SnapshotSeq)
+		t.account(res, entryBytes(b.Entries), len(b.Entries))
+		if b.Done {
+			return nil
+		}
+	}
+}
+
+// catchUp replays rounds of changes until the backlog left after a round is
+// small, or the rounds run out (writes outpacing the copy): the drain after
+// the fence takes the rest.
+func (t *Transfer) catchUp(ctx context.Context, res *Result) error {
+	for round := 0; round < t.MaxCatchUpRounds; round++ {
+		high, err := t.changes(ctx, res)
+		if err != nil {
+			return fmt.Errorf("catch-up: %w", err)
+		}
+		if high <= t.lastChange+t.CatchUpBacklog {
+			return nil
+		}
+		if round == 0 {
+			// Worth a transaction only when one round was not enough.
+			if err := t.Journal.CatchingUp(ctx); err != nil {
+				return fmt.Errorf("record catch-up: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// changes replays one round of the source's captured changes: everything
+// captured when the call started. It returns the newest change sequence the
+// source reported.
+func (t *Transfer) changes(ctx context.Context, res *Result) (high uint64, err error) {
+	stream, err := t.Source.Changes(ctx, &slotdv1.ChangesRequest{
+		Slot: t.slot(), MoveId: t.MoveID, AfterSeq: t.lastChange, MaxBatchBytes: t.MaxBatchBytes,
+	})
+	if err != nil {
+		return 0, classify("changes", err)
+	}
+	for {
+		b, err := stream.Recv()
+		if err == io.EOF {
+			return high, nil
+		}
+		if err != nil {
+			return 0, classify("changes", err)
+		}
+		high = max(high, b.HighSeq)
+		if len(b.Changes) == 0 {
+			continue
+		}
+		if err := t.checkKeys(nil, b.Changes); err != nil {
+			return 0, err
+		}
+		if b.Changes[0].Seq <= t.lastChange {
+			return 0, fmt.Errorf("%w: change %d replayed after %d", ErrStoreLied, b.Changes[0].Seq, t.lastChange)
+		}
+		if _, err := t.Target.Import(ctx, &slotdv1.ImportRequest{
+			Slot: t.slot(), MoveId: t.MoveID,
+			Batch: &slotdv1.ImportRequest_Changes{Changes: &slotdv1.ChangeImport{Changes: b.Changes}},
+		}); err != nil {
+			return 0, classify("import changes", err)
+		}
+		t.lastChange = b.Changes[len(b.Changes)-1].Seq
+		n := 0
+		for _, c := range b.Changes {
+			n += len(c.Key) + len(c.Value)
+		}
+		t.account(res, n, len(b.Changes))
+	}
+}
+
+// checkKeys refuses a batch holding a key of another slot: a store that
+// sends one is broken or hostile, and importing it would plant data the
+// target does not own.
+func (t *Transfer) checkKeys(entries []*slotdv1.Entry, changes []*slotdv1.Change) error {
+	for _, e := range entries {
+		if s := slots.ForKey(e.Key); s != t.Slot {
+			return fmt.Errorf("%w: export of slot %d carried key %q of slot %d", ErrStoreLied, t.Slot.Int(), e.Key, s.Int())
+		}
+	}
+	for _, c := range changes {
+		if s := slots.ForKey(c.Key); s != t.Slot {
+			return fmt.Errorf("%w: changes of slot %d carried key %q of slot %d", ErrStoreLied, t.Slot.Int(), c.Key, s.Int())
+		}
+	}
+	return nil
+}
+
+// verify compares the slot's digest on both sides; the source is fenced
+// and drained, so they must be equal.
+func (t *Transfer) verify(ctx context.Context) error {
+	a, err := t.Source.Checksum(ctx, &slotdv1.ChecksumRequest{Slot: t.slot()})
+	if err != nil {
+		return classify("checksum on source", err)
+	}
+	b, err := t.Target.Checksum(ctx, &slotdv1.ChecksumRequest{Slot: t.slot()})
+	if err != nil {
+		return classify("checksum on target", err)
+	}
+	if a.Keys != b.Keys || a.Bytes != b.Bytes || subtle.ConstantTimeCompare(a.Sha256, b.Sha256) != 1 {
+		return fmt.Errorf("%w: slot %d differs after drain: source %d keys %d bytes, target %d keys %d bytes",
+			ErrStoreLied, t.Slot.Int(), a.Keys, a.Bytes, b.Keys, b.Bytes)
+	}
+	return nil
+}
+
+func (t *Transfer) account(res *Result, bytes, keys int) {
+	res.Bytes += int64(bytes)
+	res.Keys += int64(keys)
+	if t.Progress != nil {
+		t.Progress(bytes, keys)
+	}
+}
+
+func entryBytes(es []*slotdv1.Entry) int {
+	n := 0
+	for _, e := range es {
+		n += len(e.Key) + len(e.Value)
+	}
+	return n
+}
+
+// classify wraps a store error, turning the codes that mean "the capture
+// is gone" into ErrCaptureLost.
+func classify(op string, err error) error {
+	switch status.Code(err) {
+	case codes.OutOfRange:
+		return fmt.Errorf("%s: %w: %v", op, ErrCaptureLost, err)
+	case codes.DataLoss:
+		return fmt.Errorf("%s: %w: %v", op, ErrStoreLied, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// Retryable reports whether a failed transfer may succeed if run again from
+// the journal's phase: the failure was the network or a node being away.
+func Retryable(err error) bool {
+	if errors.Is(err, ErrStoreLied) || errors.Is(err, ErrCaptureLost) {
+		return false
+	}
+	switch status.Code(errors.Unwrap(err)) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		switch se.GRPCStatus().Code() {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+			return true
+		}
+	}
+	return false
+}
+
+// Abort undoes a move that did not commit: the source is unfenced and stops
+// capturing, and the target drops its partial copy. The source must be
+// reachable: a fenced source that cannot be unfenced would refuse writes
+// forever, so the caller retries Abort until it succeeds before it records
+// the abort in the directory. The target's drop is best effort.
+func Abort(ctx context.Context, slot slots.Slot, moveID string, source, target slotdv1.StoreClient) (targetErr error, err error) {
+	s := uint32(slot.Int())
+	if _, err := source.Unfence(ctx, &slotdv1.UnfenceRequest{Slot: s, MoveId: moveID}); err != nil {
+		return nil, fmt.Errorf("unfence source: %w", err)
+	}
+	if _, err := source.EndCapture(ctx, &slotdv1.EndCaptureRequest{Slot: s, MoveId: moveID}); err != nil && status.Code(err) != codes.NotFound && status.Code(err) != codes.FailedPrecondition {
+		return nil, fmt.Errorf("end capture on source: %w", err)
+	}
+	if _, err := target.DropSlot(ctx, &slotdv1.DropSlotRequest{Slot: s, MoveId: moveID}); err != nil {
+		return fmt.Errorf("drop partial copy on target: %w", err), nil
+	}
+	return nil, nil
+}
