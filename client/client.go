@@ -50,6 +50,9 @@ type Client struct {
 	subs   map[chan *slotmap.Map]struct{}
 	closed bool
 
+	// lastErr holds the last watch failure, for New's error message.
+	lastErr atomic.Pointer[error]
+
 	// first is closed when the first map arrives.
 	first     chan struct{}
 	firstOnce sync.Once
@@ -113,7 +116,11 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		return c, nil
 	case <-ctx.Done():
 		c.Close()
-		return nil, fmt.Errorf("%w: none of %v served a map before %v", ErrNoMap, opts.Endpoints, context.Cause(ctx))
+		last := "none"
+		if e := c.lastErr.Load(); e != nil {
+			last = (*e).Error()
+		}
+		return nil, fmt.Errorf("%w: none of %v served a map before %v (last error: %s)", ErrNoMap, opts.Endpoints, context.Cause(ctx), last)
 	}
 }
 
@@ -279,6 +286,7 @@ func (c *Client) watchLoop(ctx context.Context) {
 			return
 		}
 		c.m.reconnects.Inc()
+		c.lastErr.Store(&err)
 		if progressed {
 			failures = 0
 		} else {

@@ -134,6 +134,9 @@ func TestNewWithoutServerFails(t *testing.T) {
 	if !errors.Is(err, ErrNoMap) || c != nil {
 		t.Fatalf("New = %v, %v; want ErrNoMap", c, err)
 	}
+	if !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "last error: rpc error") {
+		t.Fatalf("the error does not say which endpoint failed and how: %v", err)
+	}
 }
 
 func TestRouteAndWatch(t *testing.T) {
