@@ -17,9 +17,20 @@ import (
 var (
 	// ErrEmptyKey is returned for a request with an empty key.
 	ErrEmptyKey = errors.New("slotkv: key must not be empty")
+	// ErrTooLarge is returned for a key over MaxKeyBytes or a value over
+	// MaxValueBytes.
+	ErrTooLarge = errors.New("slotkv: key or value too large")
 	// ErrCorrupt is returned when a stored value is too short to hold its
 	// version: the data file was changed by something else.
 	ErrCorrupt = errors.New("slotkv: stored value is corrupt")
+)
+
+// Size limits. They keep any one entry, with its framing, well inside
+// gRPC's default 4 MiB message limit, so that every stored entry can be
+// exported in a batch.
+const (
+	MaxKeyBytes   = 16 << 10
+	MaxValueBytes = 1 << 20
 )
 
 // dataBucket holds every key as 2-byte big-endian slot || user key, so that

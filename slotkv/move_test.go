@@ -608,3 +608,48 @@ func errorsIsMoved(err error, addr string) bool {
 	rd, ok := redirect.FromError(err)
 	return ok && rd.Kind == redirect.Moved && rd.Addr == addr
 }
+
+// TestBadRequests: bad input gets InvalidArgument and changes nothing.
+func TestBadRequests(t *testing.T) {
+	ctx := ctxT(t)
+	m := new(node.StaticMap)
+	a := startNode(t, "a", t.TempDir(), m, nodeOpts{noSync: true})
+	m.SetAll("a", a.addr)
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"empty key get", func() error { _, err := a.kv.Get(ctx, &kvpb.GetRequest{}); return err }},
+		{"empty key put", func() error { _, err := a.kv.Put(ctx, &kvpb.PutRequest{Value: []byte("v")}); return err }},
+		{"huge key", func() error {
+			_, err := a.kv.Put(ctx, &kvpb.PutRequest{Key: make([]byte, MaxKeyBytes+1)})
+			return err
+		}},
+		{"huge value", func() error {
+			_, err := a.kv.CompareAndSet(ctx, &kvpb.CompareAndSetRequest{Key: []byte("k"), Value: make([]byte, MaxValueBytes+1)})
+			return err
+		}},
+		{"slot out of range", func() error {
+			_, err := a.store.Fence(ctx, &slotdv1.FenceRequest{Slot: slots.Count})
+			return err
+		}},
+		{"import without a batch", func() error {
+			_, err := a.store.Import(ctx, &slotdv1.ImportRequest{Slot: 1})
+			return err
+		}},
+		{"change without an op", func() error {
+			_, err := a.store.Import(ctx, &slotdv1.ImportRequest{Slot: 1, Batch: &slotdv1.ImportRequest_Changes{Changes: &slotdv1.ChangeImport{Changes: []*slotdv1.Change{{Seq: 1, Key: []byte("k")}}}}})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("got %v, want InvalidArgument", err)
+			}
+		})
+	}
+	st, err := a.store.SlotStats(ctx, &slotdv1.SlotStatsRequest{})
+	if err != nil || len(st.Slots) != 0 {
+		t.Fatalf("bad requests left state behind: %v %v", st, err)
+	}
+}

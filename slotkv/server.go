@@ -111,12 +111,24 @@ func (s *Server) Close() error {
 
 func kvError(err error) error {
 	switch {
-	case errors.Is(err, ErrEmptyKey):
+	case errors.Is(err, ErrEmptyKey), errors.Is(err, ErrTooLarge):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, ErrCorrupt):
 		return status.Error(codes.DataLoss, err.Error())
 	}
 	return node.StatusError(err)
+}
+
+func checkSizes(key, value []byte) error {
+	switch {
+	case len(key) == 0:
+		return ErrEmptyKey
+	case len(key) > MaxKeyBytes:
+		return fmt.Errorf("%w: key of %d bytes, limit %d", ErrTooLarge, len(key), MaxKeyBytes)
+	case len(value) > MaxValueBytes:
+		return fmt.Errorf("%w: value of %d bytes, limit %d", ErrTooLarge, len(value), MaxValueBytes)
+	}
+	return nil
 }
 
 // Get implements kvpb.KVServer. Fenced slots still serve reads.
@@ -152,8 +164,8 @@ func (s *Server) version(key []byte) (uint64, error) {
 // Put implements kvpb.KVServer.
 func (s *Server) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
 	key := req.GetKey()
-	if len(key) == 0 {
-		return nil, kvError(ErrEmptyKey)
+	if err := checkSizes(key, req.GetValue()); err != nil {
+		return nil, kvError(err)
 	}
 	var next uint64
 	err := s.node.Write(ctx, key, func() ([]node.Mutation, error) {
@@ -194,8 +206,8 @@ func (s *Server) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.Del
 // CompareAndSet implements kvpb.KVServer.
 func (s *Server) CompareAndSet(ctx context.Context, req *kvpb.CompareAndSetRequest) (*kvpb.CompareAndSetResponse, error) {
 	key := req.GetKey()
-	if len(key) == 0 {
-		return nil, kvError(ErrEmptyKey)
+	if err := checkSizes(key, req.GetValue()); err != nil {
+		return nil, kvError(err)
 	}
 	resp := &kvpb.CompareAndSetResponse{}
 	err := s.node.Write(ctx, key, func() ([]node.Mutation, error) {
