@@ -173,9 +173,10 @@ type ExportBatch struct {
 }
 
 // Export returns the batch of slot s after cursor, with about maxBytes of
-// keys and values (0: 256 KiB), after waiting for the export throttle. A nil
-// cursor (re)starts the change capture for moveID; any other cursor needs
-// that capture still running (ErrCaptureLost, ErrMoveMismatch otherwise).
+// keys and values (0: 256 KiB; at most 2 MiB), after waiting for the export
+// throttle. A nil cursor (re)starts the change capture for moveID; any other
+// cursor needs that capture still running (ErrCaptureLost, ErrMoveMismatch
+// otherwise).
 //
 // A cursor is 0x01 followed by the store's own cursor, so that the cursor of
 // a first batch that came back empty is still not empty.
@@ -201,9 +202,7 @@ func (n *Node) Export(ctx context.Context, s slots.Slot, moveID string, cursor [
 			storeCursor = cursor[1:]
 		}
 	}
-	if maxBytes <= 0 {
-		maxBytes = 256 << 10
-	}
+	maxBytes = batchBytes(maxBytes)
 	entries, next, err := n.store.Scan(ctx, s, storeCursor, maxBytes)
 	if err != nil {
 		return b, fmt.Errorf("node: scan slot %d: %w", s.Int(), err)
@@ -228,6 +227,20 @@ func (n *Node) Export(ctx context.Context, s slots.Slot, moveID string, cursor [
 	return b, nil
 }
 
+// Batch sizes: the default, and a cap that keeps a batch (plus one large
+// entry) inside gRPC's default 4 MiB message limit on the receiving side.
+const (
+	defaultBatchBytes = 256 << 10
+	maxBatchBytes     = 2 << 20
+)
+
+func batchBytes(asked int) int {
+	if asked <= 0 {
+		return defaultBatchBytes
+	}
+	return min(asked, maxBatchBytes)
+}
+
 // ChangeBatch is a run of captured changes.
 type ChangeBatch struct {
 	Changes  []Change // shared with the capture: do not modify
@@ -236,8 +249,8 @@ type ChangeBatch struct {
 }
 
 // Changes returns the changes of slot s's capture for moveID after sequence
-// after, about maxBytes of them (0: 256 KiB), counted against the export
-// throttle. With wait set it blocks until there is a change or the slot is
+// after, about maxBytes of them (0: 256 KiB; at most 2 MiB), counted against
+// the export throttle. With wait set it blocks until there is a change or the slot is
 // fenced (then the batch may be empty), or ctx is done. It returns
 // ErrCaptureLost when the capture or those changes are gone.
 func (n *Node) Changes(ctx context.Context, s slots.Slot, moveID string, after uint64, maxBytes int, wait bool) (ChangeBatch, error) {
@@ -245,9 +258,7 @@ func (n *Node) Changes(ctx context.Context, s slots.Slot, moveID string, after u
 	if err != nil {
 		return ChangeBatch{}, err
 	}
-	if maxBytes <= 0 {
-		maxBytes = 256 << 10
-	}
+	maxBytes = batchBytes(maxBytes)
 	if wait {
 		if err := c.wait(ctx, after); err != nil {
 			return ChangeBatch{}, err
