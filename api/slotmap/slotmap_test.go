@@ -472,3 +472,33 @@ func TestDerivedMapsDoNotShareWrites(t *testing.T) {
 		t.Fatalf("patches share a node table: %s %s", p1.RouteSlot(s5).Addr(), p2.RouteSlot(s5).Addr())
 	}
 }
+
+// TestOwnersBitLayout pins the packed layout documented on SlotMap in
+// map.proto, which other languages implement: slot s at bit s*b, least
+// significant bit first.
+func TestOwnersBitLayout(t *testing.T) {
+	nodes := testNodes(3) // 2 bits per slot
+	owners := make([]string, slots.Count)
+	for s := range owners {
+		owners[s] = nodes[0].ID
+	}
+	owners[1], owners[2], owners[5], owners[16383] = nodes[1].ID, nodes[2].ID, nodes[1].ID, nodes[2].ID
+	m, err := New(Snapshot{Version: 1, Nodes: nodes, Owners: owners})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb := m.Proto()
+	if pb.OwnerBits != 2 || len(pb.Owners) != 4096 {
+		t.Fatalf("bits %d, %d bytes", pb.OwnerBits, len(pb.Owners))
+	}
+	// Slots 0-3 are 0,1,2,0 -> 0b00_10_01_00; slots 4-7 are 0,1,0,0 -> 0b00_00_01_00;
+	// slot 16383 is 2 in the top bits of the last byte.
+	if pb.Owners[0] != 0x24 || pb.Owners[1] != 0x04 || pb.Owners[4095] != 0x80 {
+		t.Fatalf("owners start % x, end %x", pb.Owners[:2], pb.Owners[4095])
+	}
+	for i := 2; i < 4095; i++ {
+		if pb.Owners[i] != 0 {
+			t.Fatalf("byte %d = %x, want 0", i, pb.Owners[i])
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package slotmap
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -31,14 +32,18 @@ func packOwners(owners *ownerTable, b int) []byte {
 	out := make([]byte, slots.Count*b/8)
 	var acc uint64 // pending bits, lowest first
 	var n, w int   // bits pending, bytes written
-	for s := range slots.Count {
-		acc |= uint64(owners.get(s)) << n
-		n += b
-		for n >= 8 {
-			out[w] = byte(acc)
-			acc >>= 8
-			n -= 8
-			w++
+	// Whole 32-bit words at a time: slots.Count*b is a multiple of 32, and
+	// n stays below 32+16 bits, so the accumulator never overflows.
+	for _, chunk := range owners.chunks {
+		for _, o := range chunk {
+			acc |= uint64(o) << n
+			n += b
+			if n >= 32 {
+				binary.LittleEndian.PutUint32(out[w:], uint32(acc))
+				acc >>= 32
+				n -= 32
+				w += 4
+			}
 		}
 	}
 	return out
@@ -85,19 +90,24 @@ func unpackOwners(owners *ownerTable, in []byte, b, nodes int) error {
 	mask := uint64(1)<<b - 1
 	var acc uint64
 	var n, r int
-	for s := range slots.Count {
-		for n < b {
-			acc |= uint64(in[r]) << n
-			r++
-			n += 8
+	for k := range owners.chunks {
+		chunk := new([chunkSize]uint16)
+		for i := range chunk {
+			if n < b {
+				acc |= uint64(binary.LittleEndian.Uint32(in[r:])) << n
+				r += 4
+				n += 32
+			}
+			o := acc & mask
+			acc >>= b
+			n -= b
+			if int(o) >= nodes {
+				return fmt.Errorf("%w: slot %d: owner index %d, only %d nodes", ErrInvalid, k*chunkSize+i, o, nodes)
+			}
+			chunk[i] = uint16(o)
 		}
-		o := acc & mask
-		acc >>= b
-		n -= b
-		if int(o) >= nodes {
-			return fmt.Errorf("%w: slot %d: owner index %d, only %d nodes", ErrInvalid, s, o, nodes)
-		}
-		owners.set(s, uint16(o))
+		owners.chunks[k] = chunk
+		owners.mine |= 1 << k
 	}
 	return nil
 }
