@@ -944,7 +944,12 @@ type PlannedMove struct {
 	StartedAt   *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	FinishedAt  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	// Why the move aborted, when phase is ABORTED.
-	Error         string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	// The slot already had the target as owner when the move's turn came, so
+	// nothing was copied (phase is COMMITTED).
+	Skipped bool `protobuf:"varint,12,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// The plan the move belongs to (set in StatusResponse.in_flight).
+	PlanId        string `protobuf:"bytes,13,opt,name=plan_id,json=planId,proto3" json:"plan_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1056,6 +1061,246 @@ func (x *PlannedMove) GetError() string {
 	return ""
 }
 
+func (x *PlannedMove) GetSkipped() bool {
+	if x != nil {
+		return x.Skipped
+	}
+	return false
+}
+
+func (x *PlannedMove) GetPlanId() string {
+	if x != nil {
+		return x.PlanId
+	}
+	return ""
+}
+
+// NodeSpec is a node a plan adds.
+type NodeSpec struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Zone    string                 `protobuf:"bytes,3,opt,name=zone,proto3" json:"zone,omitempty"`
+	// 0 means 1.
+	Weight        uint32 `protobuf:"varint,4,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeSpec) Reset() {
+	*x = NodeSpec{}
+	mi := &file_slotdv1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeSpec) ProtoMessage() {}
+
+func (x *NodeSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeSpec.ProtoReflect.Descriptor instead.
+func (*NodeSpec) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *NodeSpec) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *NodeSpec) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *NodeSpec) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *NodeSpec) GetWeight() uint32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+// PlanEdits are the node changes a plan was computed for; Apply makes them
+// in the directory before the first move.
+type PlanEdits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Add   []*NodeSpec            `protobuf:"bytes,1,rep,name=add,proto3" json:"add,omitempty"`
+	Drain []string               `protobuf:"bytes,2,rep,name=drain,proto3" json:"drain,omitempty"`
+	// New weights by node id; 0 drains the node.
+	Weights       map[string]uint32 `protobuf:"bytes,3,rep,name=weights,proto3" json:"weights,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanEdits) Reset() {
+	*x = PlanEdits{}
+	mi := &file_slotdv1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanEdits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanEdits) ProtoMessage() {}
+
+func (x *PlanEdits) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanEdits.ProtoReflect.Descriptor instead.
+func (*PlanEdits) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PlanEdits) GetAdd() []*NodeSpec {
+	if x != nil {
+		return x.Add
+	}
+	return nil
+}
+
+func (x *PlanEdits) GetDrain() []string {
+	if x != nil {
+		return x.Drain
+	}
+	return nil
+}
+
+func (x *PlanEdits) GetWeights() map[string]uint32 {
+	if x != nil {
+		return x.Weights
+	}
+	return nil
+}
+
+// PlanProgress counts a plan's moves by outcome.
+type PlanProgress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Moves         uint32                 `protobuf:"varint,1,opt,name=moves,proto3" json:"moves,omitempty"`
+	Done          uint32                 `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`
+	Skipped       uint32                 `protobuf:"varint,3,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Aborted       uint32                 `protobuf:"varint,4,opt,name=aborted,proto3" json:"aborted,omitempty"`
+	Pending       uint32                 `protobuf:"varint,5,opt,name=pending,proto3" json:"pending,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	BytesDone     uint64                 `protobuf:"varint,7,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanProgress) Reset() {
+	*x = PlanProgress{}
+	mi := &file_slotdv1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanProgress) ProtoMessage() {}
+
+func (x *PlanProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanProgress.ProtoReflect.Descriptor instead.
+func (*PlanProgress) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PlanProgress) GetMoves() uint32 {
+	if x != nil {
+		return x.Moves
+	}
+	return 0
+}
+
+func (x *PlanProgress) GetDone() uint32 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+func (x *PlanProgress) GetSkipped() uint32 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *PlanProgress) GetAborted() uint32 {
+	if x != nil {
+		return x.Aborted
+	}
+	return 0
+}
+
+func (x *PlanProgress) GetPending() uint32 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *PlanProgress) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *PlanProgress) GetBytesDone() uint64 {
+	if x != nil {
+		return x.BytesDone
+	}
+	return 0
+}
+
 // NodeBalance is one node's share before and after a plan.
 type NodeBalance struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -1072,7 +1317,7 @@ type NodeBalance struct {
 
 func (x *NodeBalance) Reset() {
 	*x = NodeBalance{}
-	mi := &file_slotdv1_admin_proto_msgTypes[15]
+	mi := &file_slotdv1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1329,7 @@ func (x *NodeBalance) String() string {
 func (*NodeBalance) ProtoMessage() {}
 
 func (x *NodeBalance) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[15]
+	mi := &file_slotdv1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1342,7 @@ func (x *NodeBalance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBalance.ProtoReflect.Descriptor instead.
 func (*NodeBalance) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{15}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NodeBalance) GetNodeId() string {
@@ -1158,16 +1403,19 @@ type Plan struct {
 	Reason    string                 `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// For a rollback plan, the plan it reverses; for a rolled-back plan, its rollback.
-	RollbackOf    string `protobuf:"bytes,11,opt,name=rollback_of,json=rollbackOf,proto3" json:"rollback_of,omitempty"`
-	RolledBackBy  string `protobuf:"bytes,12,opt,name=rolled_back_by,json=rolledBackBy,proto3" json:"rolled_back_by,omitempty"`
-	Error         string `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
+	RollbackOf    string                 `protobuf:"bytes,11,opt,name=rollback_of,json=rollbackOf,proto3" json:"rollback_of,omitempty"`
+	RolledBackBy  string                 `protobuf:"bytes,12,opt,name=rolled_back_by,json=rolledBackBy,proto3" json:"rolled_back_by,omitempty"`
+	Error         string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
+	Edits         *PlanEdits             `protobuf:"bytes,14,opt,name=edits,proto3" json:"edits,omitempty"`
+	Progress      *PlanProgress          `protobuf:"bytes,15,opt,name=progress,proto3" json:"progress,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_slotdv1_admin_proto_msgTypes[16]
+	mi := &file_slotdv1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1427,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[16]
+	mi := &file_slotdv1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1440,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{16}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Plan) GetId() string {
@@ -1286,19 +1534,45 @@ func (x *Plan) GetError() string {
 	return ""
 }
 
+func (x *Plan) GetEdits() *PlanEdits {
+	if x != nil {
+		return x.Edits
+	}
+	return nil
+}
+
+func (x *Plan) GetProgress() *PlanProgress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+func (x *Plan) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
 type PlanRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stop after this many moves; 0 for as many as balance needs.
-	MaxMoves      uint32 `protobuf:"varint,1,opt,name=max_moves,json=maxMoves,proto3" json:"max_moves,omitempty"`
-	Operator      string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	MaxMoves uint32 `protobuf:"varint,1,opt,name=max_moves,json=maxMoves,proto3" json:"max_moves,omitempty"`
+	Operator string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	Reason   string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Node edits to plan for (made in the directory by Apply, not now):
+	// nodes to add, nodes to drain, new weights by node id.
+	Add           []*NodeSpec       `protobuf:"bytes,4,rep,name=add,proto3" json:"add,omitempty"`
+	Drain         []string          `protobuf:"bytes,5,rep,name=drain,proto3" json:"drain,omitempty"`
+	Weights       map[string]uint32 `protobuf:"bytes,6,rep,name=weights,proto3" json:"weights,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanRequest) Reset() {
 	*x = PlanRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[17]
+	mi := &file_slotdv1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1584,7 @@ func (x *PlanRequest) String() string {
 func (*PlanRequest) ProtoMessage() {}
 
 func (x *PlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[17]
+	mi := &file_slotdv1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1597,7 @@ func (x *PlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
 func (*PlanRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{17}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PlanRequest) GetMaxMoves() uint32 {
@@ -1347,6 +1621,27 @@ func (x *PlanRequest) GetReason() string {
 	return ""
 }
 
+func (x *PlanRequest) GetAdd() []*NodeSpec {
+	if x != nil {
+		return x.Add
+	}
+	return nil
+}
+
+func (x *PlanRequest) GetDrain() []string {
+	if x != nil {
+		return x.Drain
+	}
+	return nil
+}
+
+func (x *PlanRequest) GetWeights() map[string]uint32 {
+	if x != nil {
+		return x.Weights
+	}
+	return nil
+}
+
 type PlanResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Plan          *Plan                  `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
@@ -1356,7 +1651,7 @@ type PlanResponse struct {
 
 func (x *PlanResponse) Reset() {
 	*x = PlanResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[18]
+	mi := &file_slotdv1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1663,7 @@ func (x *PlanResponse) String() string {
 func (*PlanResponse) ProtoMessage() {}
 
 func (x *PlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[18]
+	mi := &file_slotdv1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,12 +1676,189 @@ func (x *PlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
 func (*PlanResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{18}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PlanResponse) GetPlan() *Plan {
 	if x != nil {
 		return x.Plan
+	}
+	return nil
+}
+
+type SubmitPlanRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Plan          *Plan                  `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
+	Operator      string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitPlanRequest) Reset() {
+	*x = SubmitPlanRequest{}
+	mi := &file_slotdv1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitPlanRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitPlanRequest) ProtoMessage() {}
+
+func (x *SubmitPlanRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitPlanRequest.ProtoReflect.Descriptor instead.
+func (*SubmitPlanRequest) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SubmitPlanRequest) GetPlan() *Plan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+func (x *SubmitPlanRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+type SubmitPlanResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Plan          *Plan                  `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitPlanResponse) Reset() {
+	*x = SubmitPlanResponse{}
+	mi := &file_slotdv1_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitPlanResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitPlanResponse) ProtoMessage() {}
+
+func (x *SubmitPlanResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitPlanResponse.ProtoReflect.Descriptor instead.
+func (*SubmitPlanResponse) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SubmitPlanResponse) GetPlan() *Plan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+type ListPlansRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPlansRequest) Reset() {
+	*x = ListPlansRequest{}
+	mi := &file_slotdv1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPlansRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPlansRequest) ProtoMessage() {}
+
+func (x *ListPlansRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPlansRequest.ProtoReflect.Descriptor instead.
+func (*ListPlansRequest) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+type ListPlansResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first; moves are left out (GetPlan has them), progress is set.
+	Plans         []*Plan `protobuf:"bytes,1,rep,name=plans,proto3" json:"plans,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPlansResponse) Reset() {
+	*x = ListPlansResponse{}
+	mi := &file_slotdv1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPlansResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPlansResponse) ProtoMessage() {}
+
+func (x *ListPlansResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPlansResponse.ProtoReflect.Descriptor instead.
+func (*ListPlansResponse) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListPlansResponse) GetPlans() []*Plan {
+	if x != nil {
+		return x.Plans
 	}
 	return nil
 }
@@ -1400,7 +1872,7 @@ type GetPlanRequest struct {
 
 func (x *GetPlanRequest) Reset() {
 	*x = GetPlanRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[19]
+	mi := &file_slotdv1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1884,7 @@ func (x *GetPlanRequest) String() string {
 func (*GetPlanRequest) ProtoMessage() {}
 
 func (x *GetPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[19]
+	mi := &file_slotdv1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1897,7 @@ func (x *GetPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanRequest.ProtoReflect.Descriptor instead.
 func (*GetPlanRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{19}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetPlanRequest) GetPlanId() string {
@@ -1444,7 +1916,7 @@ type GetPlanResponse struct {
 
 func (x *GetPlanResponse) Reset() {
 	*x = GetPlanResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[20]
+	mi := &file_slotdv1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1928,7 @@ func (x *GetPlanResponse) String() string {
 func (*GetPlanResponse) ProtoMessage() {}
 
 func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[20]
+	mi := &file_slotdv1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1941,7 @@ func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanResponse.ProtoReflect.Descriptor instead.
 func (*GetPlanResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{20}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetPlanResponse) GetPlan() *Plan {
@@ -1489,7 +1961,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[21]
+	mi := &file_slotdv1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1973,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[21]
+	mi := &file_slotdv1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1986,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{21}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ApplyRequest) GetPlanId() string {
@@ -1540,7 +2012,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[22]
+	mi := &file_slotdv1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +2024,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[22]
+	mi := &file_slotdv1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +2037,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{22}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ApplyResponse) GetPlan() *Plan {
@@ -1586,7 +2058,7 @@ type PauseRequest struct {
 
 func (x *PauseRequest) Reset() {
 	*x = PauseRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[23]
+	mi := &file_slotdv1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +2070,7 @@ func (x *PauseRequest) String() string {
 func (*PauseRequest) ProtoMessage() {}
 
 func (x *PauseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[23]
+	mi := &file_slotdv1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +2083,7 @@ func (x *PauseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRequest.ProtoReflect.Descriptor instead.
 func (*PauseRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{23}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PauseRequest) GetPlanId() string {
@@ -1644,7 +2116,7 @@ type PauseResponse struct {
 
 func (x *PauseResponse) Reset() {
 	*x = PauseResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[24]
+	mi := &file_slotdv1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +2128,7 @@ func (x *PauseResponse) String() string {
 func (*PauseResponse) ProtoMessage() {}
 
 func (x *PauseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[24]
+	mi := &file_slotdv1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +2141,7 @@ func (x *PauseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseResponse.ProtoReflect.Descriptor instead.
 func (*PauseResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{24}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PauseResponse) GetPlan() *Plan {
@@ -1689,7 +2161,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[25]
+	mi := &file_slotdv1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +2173,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[25]
+	mi := &file_slotdv1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +2186,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{25}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResumeRequest) GetPlanId() string {
@@ -1740,7 +2212,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[26]
+	mi := &file_slotdv1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +2224,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[26]
+	mi := &file_slotdv1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +2237,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{26}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResumeResponse) GetPlan() *Plan {
@@ -1785,7 +2257,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[27]
+	mi := &file_slotdv1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +2269,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[27]
+	mi := &file_slotdv1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +2282,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{27}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CancelRequest) GetPlanId() string {
@@ -1836,7 +2308,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[28]
+	mi := &file_slotdv1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2320,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[28]
+	mi := &file_slotdv1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2333,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{28}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CancelResponse) GetPlan() *Plan {
@@ -1882,7 +2354,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[29]
+	mi := &file_slotdv1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2366,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[29]
+	mi := &file_slotdv1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2379,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{29}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RollbackRequest) GetPlanId() string {
@@ -1941,7 +2413,7 @@ type RollbackResponse struct {
 
 func (x *RollbackResponse) Reset() {
 	*x = RollbackResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[30]
+	mi := &file_slotdv1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2425,7 @@ func (x *RollbackResponse) String() string {
 func (*RollbackResponse) ProtoMessage() {}
 
 func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[30]
+	mi := &file_slotdv1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2438,7 @@ func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{30}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RollbackResponse) GetPlan() *Plan {
@@ -1989,7 +2461,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[31]
+	mi := &file_slotdv1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2473,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[31]
+	mi := &file_slotdv1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2486,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{31}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MoveRequest) GetSlot() uint32 {
@@ -2054,7 +2526,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[32]
+	mi := &file_slotdv1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2066,7 +2538,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[32]
+	mi := &file_slotdv1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2079,7 +2551,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{32}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MoveResponse) GetPlan() *Plan {
@@ -2102,7 +2574,7 @@ type SetThrottleRequest struct {
 
 func (x *SetThrottleRequest) Reset() {
 	*x = SetThrottleRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[33]
+	mi := &file_slotdv1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2586,7 @@ func (x *SetThrottleRequest) String() string {
 func (*SetThrottleRequest) ProtoMessage() {}
 
 func (x *SetThrottleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[33]
+	mi := &file_slotdv1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2599,7 @@ func (x *SetThrottleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetThrottleRequest.ProtoReflect.Descriptor instead.
 func (*SetThrottleRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{33}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SetThrottleRequest) GetBytesPerSecond() uint64 {
@@ -2161,7 +2633,7 @@ type Throttle struct {
 
 func (x *Throttle) Reset() {
 	*x = Throttle{}
-	mi := &file_slotdv1_admin_proto_msgTypes[34]
+	mi := &file_slotdv1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2645,7 @@ func (x *Throttle) String() string {
 func (*Throttle) ProtoMessage() {}
 
 func (x *Throttle) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[34]
+	mi := &file_slotdv1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2658,7 @@ func (x *Throttle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Throttle.ProtoReflect.Descriptor instead.
 func (*Throttle) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{34}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Throttle) GetDefaultBytesPerSecond() uint64 {
@@ -2212,7 +2684,7 @@ type SetThrottleResponse struct {
 
 func (x *SetThrottleResponse) Reset() {
 	*x = SetThrottleResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[35]
+	mi := &file_slotdv1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2696,7 @@ func (x *SetThrottleResponse) String() string {
 func (*SetThrottleResponse) ProtoMessage() {}
 
 func (x *SetThrottleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[35]
+	mi := &file_slotdv1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2709,7 @@ func (x *SetThrottleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetThrottleResponse.ProtoReflect.Descriptor instead.
 func (*SetThrottleResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{35}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SetThrottleResponse) GetThrottle() *Throttle {
@@ -2255,7 +2727,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[36]
+	mi := &file_slotdv1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2739,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[36]
+	mi := &file_slotdv1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2752,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{36}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 type StatusResponse struct {
@@ -2291,15 +2763,19 @@ type StatusResponse struct {
 	// The plan applying or paused, if any.
 	ActivePlan *Plan `protobuf:"bytes,3,opt,name=active_plan,json=activePlan,proto3" json:"active_plan,omitempty"`
 	// Moves in flight (any plan).
-	InFlight      []*PlannedMove `protobuf:"bytes,4,rep,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
-	Throttle      *Throttle      `protobuf:"bytes,5,opt,name=throttle,proto3" json:"throttle,omitempty"`
+	InFlight []*PlannedMove `protobuf:"bytes,4,rep,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	Throttle *Throttle      `protobuf:"bytes,5,opt,name=throttle,proto3" json:"throttle,omitempty"`
+	// Every registered node with its share of the slots.
+	Nodes []*NodeLoad `protobuf:"bytes,6,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// The id of the slotd replica that answered.
+	Server        string `protobuf:"bytes,7,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[37]
+	mi := &file_slotdv1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2787,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[37]
+	mi := &file_slotdv1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2800,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{37}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StatusResponse) GetVersion() uint64 {
@@ -2362,6 +2838,92 @@ func (x *StatusResponse) GetThrottle() *Throttle {
 	return nil
 }
 
+func (x *StatusResponse) GetNodes() []*NodeLoad {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+// NodeLoad is one node's share of the slots.
+type NodeLoad struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Slots uint32                 `protobuf:"varint,2,opt,name=slots,proto3" json:"slots,omitempty"`
+	// Slots the node should own given its weight among the active nodes
+	// (0 for draining and down nodes).
+	TargetSlots uint32 `protobuf:"varint,3,opt,name=target_slots,json=targetSlots,proto3" json:"target_slots,omitempty"`
+	// slots / target_slots; 1 is balanced. 0 when target_slots is 0.
+	Load          float64 `protobuf:"fixed64,4,opt,name=load,proto3" json:"load,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLoad) Reset() {
+	*x = NodeLoad{}
+	mi := &file_slotdv1_admin_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLoad) ProtoMessage() {}
+
+func (x *NodeLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
+func (*NodeLoad) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *NodeLoad) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *NodeLoad) GetSlots() uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *NodeLoad) GetTargetSlots() uint32 {
+	if x != nil {
+		return x.TargetSlots
+	}
+	return 0
+}
+
+func (x *NodeLoad) GetLoad() float64 {
+	if x != nil {
+		return x.Load
+	}
+	return 0
+}
+
 type HistoryEntry struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Version uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -2382,7 +2944,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_slotdv1_admin_proto_msgTypes[38]
+	mi := &file_slotdv1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2394,7 +2956,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[38]
+	mi := &file_slotdv1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2407,7 +2969,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{38}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *HistoryEntry) GetVersion() uint64 {
@@ -2502,7 +3064,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[39]
+	mi := &file_slotdv1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +3076,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[39]
+	mi := &file_slotdv1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +3089,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{39}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *HistoryRequest) GetSinceVersion() uint64 {
@@ -2569,7 +3131,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[40]
+	mi := &file_slotdv1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2581,7 +3143,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[40]
+	mi := &file_slotdv1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2594,7 +3156,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{40}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HistoryResponse) GetEntries() []*HistoryEntry {
@@ -2660,7 +3222,7 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\boperator\x18\x03 \x01(\tR\boperator\"R\n" +
 	"\x12UpdateAddrResponse\x12\"\n" +
 	"\x04node\x18\x01 \x01(\v2\x0e.slotd.v1.NodeR\x04node\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion\"\xdf\x02\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"\x92\x03\n" +
 	"\vPlannedMove\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04slot\x18\x02 \x01(\rR\x04slot\x12\x12\n" +
@@ -2675,7 +3237,30 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\vfinished_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x14\n" +
-	"\x05error\x18\v \x01(\tR\x05error\"\xd1\x01\n" +
+	"\x05error\x18\v \x01(\tR\x05error\x12\x18\n" +
+	"\askipped\x18\f \x01(\bR\askipped\x12\x17\n" +
+	"\aplan_id\x18\r \x01(\tR\x06planId\"`\n" +
+	"\bNodeSpec\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04zone\x18\x03 \x01(\tR\x04zone\x12\x16\n" +
+	"\x06weight\x18\x04 \x01(\rR\x06weight\"\xbf\x01\n" +
+	"\tPlanEdits\x12$\n" +
+	"\x03add\x18\x01 \x03(\v2\x12.slotd.v1.NodeSpecR\x03add\x12\x14\n" +
+	"\x05drain\x18\x02 \x03(\tR\x05drain\x12:\n" +
+	"\aweights\x18\x03 \x03(\v2 .slotd.v1.PlanEdits.WeightsEntryR\aweights\x1a:\n" +
+	"\fWeightsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xbb\x01\n" +
+	"\fPlanProgress\x12\x14\n" +
+	"\x05moves\x18\x01 \x01(\rR\x05moves\x12\x12\n" +
+	"\x04done\x18\x02 \x01(\rR\x04done\x12\x18\n" +
+	"\askipped\x18\x03 \x01(\rR\askipped\x12\x18\n" +
+	"\aaborted\x18\x04 \x01(\rR\aaborted\x12\x18\n" +
+	"\apending\x18\x05 \x01(\rR\apending\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12\x1d\n" +
+	"\n" +
+	"bytes_done\x18\a \x01(\x04R\tbytesDone\"\xd1\x01\n" +
 	"\vNodeBalance\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fslots_before\x18\x02 \x01(\rR\vslotsBefore\x12\x1f\n" +
@@ -2684,7 +3269,7 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\fbytes_before\x18\x04 \x01(\x04R\vbytesBefore\x12\x1f\n" +
 	"\vbytes_after\x18\x05 \x01(\x04R\n" +
 	"bytesAfter\x12!\n" +
-	"\ftarget_slots\x18\x06 \x01(\rR\vtargetSlots\"\xe4\x03\n" +
+	"\ftarget_slots\x18\x06 \x01(\rR\vtargetSlots\"\xfe\x04\n" +
 	"\x04Plan\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fbase_version\x18\x02 \x01(\x04R\vbaseVersion\x12+\n" +
@@ -2702,13 +3287,31 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\vrollback_of\x18\v \x01(\tR\n" +
 	"rollbackOf\x12$\n" +
 	"\x0erolled_back_by\x18\f \x01(\tR\frolledBackBy\x12\x14\n" +
-	"\x05error\x18\r \x01(\tR\x05error\"^\n" +
+	"\x05error\x18\r \x01(\tR\x05error\x12)\n" +
+	"\x05edits\x18\x0e \x01(\v2\x13.slotd.v1.PlanEditsR\x05edits\x122\n" +
+	"\bprogress\x18\x0f \x01(\v2\x16.slotd.v1.PlanProgressR\bprogress\x129\n" +
+	"\n" +
+	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x94\x02\n" +
 	"\vPlanRequest\x12\x1b\n" +
 	"\tmax_moves\x18\x01 \x01(\rR\bmaxMoves\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"2\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12$\n" +
+	"\x03add\x18\x04 \x03(\v2\x12.slotd.v1.NodeSpecR\x03add\x12\x14\n" +
+	"\x05drain\x18\x05 \x03(\tR\x05drain\x12<\n" +
+	"\aweights\x18\x06 \x03(\v2\".slotd.v1.PlanRequest.WeightsEntryR\aweights\x1a:\n" +
+	"\fWeightsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"2\n" +
 	"\fPlanResponse\x12\"\n" +
-	"\x04plan\x18\x01 \x01(\v2\x0e.slotd.v1.PlanR\x04plan\")\n" +
+	"\x04plan\x18\x01 \x01(\v2\x0e.slotd.v1.PlanR\x04plan\"S\n" +
+	"\x11SubmitPlanRequest\x12\"\n" +
+	"\x04plan\x18\x01 \x01(\v2\x0e.slotd.v1.PlanR\x04plan\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\"8\n" +
+	"\x12SubmitPlanResponse\x12\"\n" +
+	"\x04plan\x18\x01 \x01(\v2\x0e.slotd.v1.PlanR\x04plan\"\x12\n" +
+	"\x10ListPlansRequest\"9\n" +
+	"\x11ListPlansResponse\x12$\n" +
+	"\x05plans\x18\x01 \x03(\v2\x0e.slotd.v1.PlanR\x05plans\")\n" +
 	"\x0eGetPlanRequest\x12\x17\n" +
 	"\aplan_id\x18\x01 \x01(\tR\x06planId\"5\n" +
 	"\x0fGetPlanResponse\x12\"\n" +
@@ -2759,14 +3362,21 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"E\n" +
 	"\x13SetThrottleResponse\x12.\n" +
 	"\bthrottle\x18\x01 \x01(\v2\x12.slotd.v1.ThrottleR\bthrottle\"\x0f\n" +
-	"\rStatusRequest\"\xe2\x01\n" +
+	"\rStatusRequest\"\xa4\x02\n" +
 	"\x0eStatusResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12!\n" +
 	"\fmover_leader\x18\x02 \x01(\tR\vmoverLeader\x12/\n" +
 	"\vactive_plan\x18\x03 \x01(\v2\x0e.slotd.v1.PlanR\n" +
 	"activePlan\x122\n" +
 	"\tin_flight\x18\x04 \x03(\v2\x15.slotd.v1.PlannedMoveR\binFlight\x12.\n" +
-	"\bthrottle\x18\x05 \x01(\v2\x12.slotd.v1.ThrottleR\bthrottle\"\xba\x02\n" +
+	"\bthrottle\x18\x05 \x01(\v2\x12.slotd.v1.ThrottleR\bthrottle\x12(\n" +
+	"\x05nodes\x18\x06 \x03(\v2\x12.slotd.v1.NodeLoadR\x05nodes\x12\x16\n" +
+	"\x06server\x18\a \x01(\tR\x06server\"{\n" +
+	"\bNodeLoad\x12\"\n" +
+	"\x04node\x18\x01 \x01(\v2\x0e.slotd.v1.NodeR\x04node\x12\x14\n" +
+	"\x05slots\x18\x02 \x01(\rR\x05slots\x12!\n" +
+	"\ftarget_slots\x18\x03 \x01(\rR\vtargetSlots\x12\x12\n" +
+	"\x04load\x18\x04 \x01(\x01R\x04load\"\xba\x02\n" +
 	"\fHistoryEntry\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12)\n" +
@@ -2807,7 +3417,8 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\x17HISTORY_KIND_MOVE_PHASE\x10\x06\x12\x1b\n" +
 	"\x17HISTORY_KIND_SLOT_MOVED\x10\a\x12\x1d\n" +
 	"\x19HISTORY_KIND_MOVE_ABORTED\x10\b\x12\x15\n" +
-	"\x11HISTORY_KIND_PLAN\x10\t2\xa8\t\n" +
+	"\x11HISTORY_KIND_PLAN\x10\t2\xb7\n" +
+	"\n" +
 	"\x05Admin\x12D\n" +
 	"\tBootstrap\x12\x1a.slotd.v1.BootstrapRequest\x1a\x1b.slotd.v1.BootstrapResponse\x12M\n" +
 	"\fRegisterNode\x12\x1d.slotd.v1.RegisterNodeRequest\x1a\x1e.slotd.v1.RegisterNodeResponse\x12D\n" +
@@ -2818,7 +3429,10 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\tSetWeight\x12\x1a.slotd.v1.SetWeightRequest\x1a\x1b.slotd.v1.SetWeightResponse\x12G\n" +
 	"\n" +
 	"UpdateAddr\x12\x1b.slotd.v1.UpdateAddrRequest\x1a\x1c.slotd.v1.UpdateAddrResponse\x125\n" +
-	"\x04Plan\x12\x15.slotd.v1.PlanRequest\x1a\x16.slotd.v1.PlanResponse\x12>\n" +
+	"\x04Plan\x12\x15.slotd.v1.PlanRequest\x1a\x16.slotd.v1.PlanResponse\x12G\n" +
+	"\n" +
+	"SubmitPlan\x12\x1b.slotd.v1.SubmitPlanRequest\x1a\x1c.slotd.v1.SubmitPlanResponse\x12D\n" +
+	"\tListPlans\x12\x1a.slotd.v1.ListPlansRequest\x1a\x1b.slotd.v1.ListPlansResponse\x12>\n" +
 	"\aGetPlan\x12\x18.slotd.v1.GetPlanRequest\x1a\x19.slotd.v1.GetPlanResponse\x128\n" +
 	"\x05Apply\x12\x16.slotd.v1.ApplyRequest\x1a\x17.slotd.v1.ApplyResponse\x128\n" +
 	"\x05Pause\x12\x16.slotd.v1.PauseRequest\x1a\x17.slotd.v1.PauseResponse\x12;\n" +
@@ -2843,7 +3457,7 @@ func file_slotdv1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_slotdv1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_slotdv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_slotdv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_slotdv1_admin_proto_goTypes = []any{
 	(PlanState)(0),                // 0: slotd.v1.PlanState
 	(HistoryKind)(0),              // 1: slotd.v1.HistoryKind
@@ -2862,116 +3476,142 @@ var file_slotdv1_admin_proto_goTypes = []any{
 	(*UpdateAddrRequest)(nil),     // 14: slotd.v1.UpdateAddrRequest
 	(*UpdateAddrResponse)(nil),    // 15: slotd.v1.UpdateAddrResponse
 	(*PlannedMove)(nil),           // 16: slotd.v1.PlannedMove
-	(*NodeBalance)(nil),           // 17: slotd.v1.NodeBalance
-	(*Plan)(nil),                  // 18: slotd.v1.Plan
-	(*PlanRequest)(nil),           // 19: slotd.v1.PlanRequest
-	(*PlanResponse)(nil),          // 20: slotd.v1.PlanResponse
-	(*GetPlanRequest)(nil),        // 21: slotd.v1.GetPlanRequest
-	(*GetPlanResponse)(nil),       // 22: slotd.v1.GetPlanResponse
-	(*ApplyRequest)(nil),          // 23: slotd.v1.ApplyRequest
-	(*ApplyResponse)(nil),         // 24: slotd.v1.ApplyResponse
-	(*PauseRequest)(nil),          // 25: slotd.v1.PauseRequest
-	(*PauseResponse)(nil),         // 26: slotd.v1.PauseResponse
-	(*ResumeRequest)(nil),         // 27: slotd.v1.ResumeRequest
-	(*ResumeResponse)(nil),        // 28: slotd.v1.ResumeResponse
-	(*CancelRequest)(nil),         // 29: slotd.v1.CancelRequest
-	(*CancelResponse)(nil),        // 30: slotd.v1.CancelResponse
-	(*RollbackRequest)(nil),       // 31: slotd.v1.RollbackRequest
-	(*RollbackResponse)(nil),      // 32: slotd.v1.RollbackResponse
-	(*MoveRequest)(nil),           // 33: slotd.v1.MoveRequest
-	(*MoveResponse)(nil),          // 34: slotd.v1.MoveResponse
-	(*SetThrottleRequest)(nil),    // 35: slotd.v1.SetThrottleRequest
-	(*Throttle)(nil),              // 36: slotd.v1.Throttle
-	(*SetThrottleResponse)(nil),   // 37: slotd.v1.SetThrottleResponse
-	(*StatusRequest)(nil),         // 38: slotd.v1.StatusRequest
-	(*StatusResponse)(nil),        // 39: slotd.v1.StatusResponse
-	(*HistoryEntry)(nil),          // 40: slotd.v1.HistoryEntry
-	(*HistoryRequest)(nil),        // 41: slotd.v1.HistoryRequest
-	(*HistoryResponse)(nil),       // 42: slotd.v1.HistoryResponse
-	nil,                           // 43: slotd.v1.Throttle.NodeBytesPerSecondEntry
-	(*Node)(nil),                  // 44: slotd.v1.Node
-	(*SlotMap)(nil),               // 45: slotd.v1.SlotMap
-	(*durationpb.Duration)(nil),   // 46: google.protobuf.Duration
-	(NodeState)(0),                // 47: slotd.v1.NodeState
-	(MovePhase)(0),                // 48: slotd.v1.MovePhase
-	(*timestamppb.Timestamp)(nil), // 49: google.protobuf.Timestamp
+	(*NodeSpec)(nil),              // 17: slotd.v1.NodeSpec
+	(*PlanEdits)(nil),             // 18: slotd.v1.PlanEdits
+	(*PlanProgress)(nil),          // 19: slotd.v1.PlanProgress
+	(*NodeBalance)(nil),           // 20: slotd.v1.NodeBalance
+	(*Plan)(nil),                  // 21: slotd.v1.Plan
+	(*PlanRequest)(nil),           // 22: slotd.v1.PlanRequest
+	(*PlanResponse)(nil),          // 23: slotd.v1.PlanResponse
+	(*SubmitPlanRequest)(nil),     // 24: slotd.v1.SubmitPlanRequest
+	(*SubmitPlanResponse)(nil),    // 25: slotd.v1.SubmitPlanResponse
+	(*ListPlansRequest)(nil),      // 26: slotd.v1.ListPlansRequest
+	(*ListPlansResponse)(nil),     // 27: slotd.v1.ListPlansResponse
+	(*GetPlanRequest)(nil),        // 28: slotd.v1.GetPlanRequest
+	(*GetPlanResponse)(nil),       // 29: slotd.v1.GetPlanResponse
+	(*ApplyRequest)(nil),          // 30: slotd.v1.ApplyRequest
+	(*ApplyResponse)(nil),         // 31: slotd.v1.ApplyResponse
+	(*PauseRequest)(nil),          // 32: slotd.v1.PauseRequest
+	(*PauseResponse)(nil),         // 33: slotd.v1.PauseResponse
+	(*ResumeRequest)(nil),         // 34: slotd.v1.ResumeRequest
+	(*ResumeResponse)(nil),        // 35: slotd.v1.ResumeResponse
+	(*CancelRequest)(nil),         // 36: slotd.v1.CancelRequest
+	(*CancelResponse)(nil),        // 37: slotd.v1.CancelResponse
+	(*RollbackRequest)(nil),       // 38: slotd.v1.RollbackRequest
+	(*RollbackResponse)(nil),      // 39: slotd.v1.RollbackResponse
+	(*MoveRequest)(nil),           // 40: slotd.v1.MoveRequest
+	(*MoveResponse)(nil),          // 41: slotd.v1.MoveResponse
+	(*SetThrottleRequest)(nil),    // 42: slotd.v1.SetThrottleRequest
+	(*Throttle)(nil),              // 43: slotd.v1.Throttle
+	(*SetThrottleResponse)(nil),   // 44: slotd.v1.SetThrottleResponse
+	(*StatusRequest)(nil),         // 45: slotd.v1.StatusRequest
+	(*StatusResponse)(nil),        // 46: slotd.v1.StatusResponse
+	(*NodeLoad)(nil),              // 47: slotd.v1.NodeLoad
+	(*HistoryEntry)(nil),          // 48: slotd.v1.HistoryEntry
+	(*HistoryRequest)(nil),        // 49: slotd.v1.HistoryRequest
+	(*HistoryResponse)(nil),       // 50: slotd.v1.HistoryResponse
+	nil,                           // 51: slotd.v1.PlanEdits.WeightsEntry
+	nil,                           // 52: slotd.v1.PlanRequest.WeightsEntry
+	nil,                           // 53: slotd.v1.Throttle.NodeBytesPerSecondEntry
+	(*Node)(nil),                  // 54: slotd.v1.Node
+	(*SlotMap)(nil),               // 55: slotd.v1.SlotMap
+	(*durationpb.Duration)(nil),   // 56: google.protobuf.Duration
+	(NodeState)(0),                // 57: slotd.v1.NodeState
+	(MovePhase)(0),                // 58: slotd.v1.MovePhase
+	(*timestamppb.Timestamp)(nil), // 59: google.protobuf.Timestamp
 }
 var file_slotdv1_admin_proto_depIdxs = []int32{
-	44, // 0: slotd.v1.BootstrapRequest.nodes:type_name -> slotd.v1.Node
-	45, // 1: slotd.v1.BootstrapResponse.map:type_name -> slotd.v1.SlotMap
-	44, // 2: slotd.v1.RegisterNodeRequest.node:type_name -> slotd.v1.Node
-	44, // 3: slotd.v1.RegisterNodeResponse.node:type_name -> slotd.v1.Node
-	46, // 4: slotd.v1.RegisterNodeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	46, // 5: slotd.v1.RegisterNodeResponse.ttl:type_name -> google.protobuf.Duration
-	47, // 6: slotd.v1.HeartbeatResponse.state:type_name -> slotd.v1.NodeState
-	44, // 7: slotd.v1.DrainNodeResponse.node:type_name -> slotd.v1.Node
-	44, // 8: slotd.v1.SetWeightResponse.node:type_name -> slotd.v1.Node
-	44, // 9: slotd.v1.UpdateAddrResponse.node:type_name -> slotd.v1.Node
-	48, // 10: slotd.v1.PlannedMove.phase:type_name -> slotd.v1.MovePhase
-	49, // 11: slotd.v1.PlannedMove.started_at:type_name -> google.protobuf.Timestamp
-	49, // 12: slotd.v1.PlannedMove.finished_at:type_name -> google.protobuf.Timestamp
-	16, // 13: slotd.v1.Plan.moves:type_name -> slotd.v1.PlannedMove
-	17, // 14: slotd.v1.Plan.nodes:type_name -> slotd.v1.NodeBalance
-	46, // 15: slotd.v1.Plan.estimated:type_name -> google.protobuf.Duration
-	0,  // 16: slotd.v1.Plan.state:type_name -> slotd.v1.PlanState
-	49, // 17: slotd.v1.Plan.created_at:type_name -> google.protobuf.Timestamp
-	18, // 18: slotd.v1.PlanResponse.plan:type_name -> slotd.v1.Plan
-	18, // 19: slotd.v1.GetPlanResponse.plan:type_name -> slotd.v1.Plan
-	18, // 20: slotd.v1.ApplyResponse.plan:type_name -> slotd.v1.Plan
-	18, // 21: slotd.v1.PauseResponse.plan:type_name -> slotd.v1.Plan
-	18, // 22: slotd.v1.ResumeResponse.plan:type_name -> slotd.v1.Plan
-	18, // 23: slotd.v1.CancelResponse.plan:type_name -> slotd.v1.Plan
-	18, // 24: slotd.v1.RollbackResponse.plan:type_name -> slotd.v1.Plan
-	18, // 25: slotd.v1.MoveResponse.plan:type_name -> slotd.v1.Plan
-	43, // 26: slotd.v1.Throttle.node_bytes_per_second:type_name -> slotd.v1.Throttle.NodeBytesPerSecondEntry
-	36, // 27: slotd.v1.SetThrottleResponse.throttle:type_name -> slotd.v1.Throttle
-	18, // 28: slotd.v1.StatusResponse.active_plan:type_name -> slotd.v1.Plan
-	16, // 29: slotd.v1.StatusResponse.in_flight:type_name -> slotd.v1.PlannedMove
-	36, // 30: slotd.v1.StatusResponse.throttle:type_name -> slotd.v1.Throttle
-	49, // 31: slotd.v1.HistoryEntry.time:type_name -> google.protobuf.Timestamp
-	1,  // 32: slotd.v1.HistoryEntry.kind:type_name -> slotd.v1.HistoryKind
-	40, // 33: slotd.v1.HistoryResponse.entries:type_name -> slotd.v1.HistoryEntry
-	2,  // 34: slotd.v1.Admin.Bootstrap:input_type -> slotd.v1.BootstrapRequest
-	4,  // 35: slotd.v1.Admin.RegisterNode:input_type -> slotd.v1.RegisterNodeRequest
-	6,  // 36: slotd.v1.Admin.Heartbeat:input_type -> slotd.v1.HeartbeatRequest
-	8,  // 37: slotd.v1.Admin.DrainNode:input_type -> slotd.v1.DrainNodeRequest
-	10, // 38: slotd.v1.Admin.RemoveNode:input_type -> slotd.v1.RemoveNodeRequest
-	12, // 39: slotd.v1.Admin.SetWeight:input_type -> slotd.v1.SetWeightRequest
-	14, // 40: slotd.v1.Admin.UpdateAddr:input_type -> slotd.v1.UpdateAddrRequest
-	19, // 41: slotd.v1.Admin.Plan:input_type -> slotd.v1.PlanRequest
-	21, // 42: slotd.v1.Admin.GetPlan:input_type -> slotd.v1.GetPlanRequest
-	23, // 43: slotd.v1.Admin.Apply:input_type -> slotd.v1.ApplyRequest
-	25, // 44: slotd.v1.Admin.Pause:input_type -> slotd.v1.PauseRequest
-	27, // 45: slotd.v1.Admin.Resume:input_type -> slotd.v1.ResumeRequest
-	29, // 46: slotd.v1.Admin.Cancel:input_type -> slotd.v1.CancelRequest
-	31, // 47: slotd.v1.Admin.Rollback:input_type -> slotd.v1.RollbackRequest
-	33, // 48: slotd.v1.Admin.Move:input_type -> slotd.v1.MoveRequest
-	35, // 49: slotd.v1.Admin.SetThrottle:input_type -> slotd.v1.SetThrottleRequest
-	38, // 50: slotd.v1.Admin.Status:input_type -> slotd.v1.StatusRequest
-	41, // 51: slotd.v1.Admin.History:input_type -> slotd.v1.HistoryRequest
-	3,  // 52: slotd.v1.Admin.Bootstrap:output_type -> slotd.v1.BootstrapResponse
-	5,  // 53: slotd.v1.Admin.RegisterNode:output_type -> slotd.v1.RegisterNodeResponse
-	7,  // 54: slotd.v1.Admin.Heartbeat:output_type -> slotd.v1.HeartbeatResponse
-	9,  // 55: slotd.v1.Admin.DrainNode:output_type -> slotd.v1.DrainNodeResponse
-	11, // 56: slotd.v1.Admin.RemoveNode:output_type -> slotd.v1.RemoveNodeResponse
-	13, // 57: slotd.v1.Admin.SetWeight:output_type -> slotd.v1.SetWeightResponse
-	15, // 58: slotd.v1.Admin.UpdateAddr:output_type -> slotd.v1.UpdateAddrResponse
-	20, // 59: slotd.v1.Admin.Plan:output_type -> slotd.v1.PlanResponse
-	22, // 60: slotd.v1.Admin.GetPlan:output_type -> slotd.v1.GetPlanResponse
-	24, // 61: slotd.v1.Admin.Apply:output_type -> slotd.v1.ApplyResponse
-	26, // 62: slotd.v1.Admin.Pause:output_type -> slotd.v1.PauseResponse
-	28, // 63: slotd.v1.Admin.Resume:output_type -> slotd.v1.ResumeResponse
-	30, // 64: slotd.v1.Admin.Cancel:output_type -> slotd.v1.CancelResponse
-	32, // 65: slotd.v1.Admin.Rollback:output_type -> slotd.v1.RollbackResponse
-	34, // 66: slotd.v1.Admin.Move:output_type -> slotd.v1.MoveResponse
-	37, // 67: slotd.v1.Admin.SetThrottle:output_type -> slotd.v1.SetThrottleResponse
-	39, // 68: slotd.v1.Admin.Status:output_type -> slotd.v1.StatusResponse
-	42, // 69: slotd.v1.Admin.History:output_type -> slotd.v1.HistoryResponse
-	52, // [52:70] is the sub-list for method output_type
-	34, // [34:52] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	54, // 0: slotd.v1.BootstrapRequest.nodes:type_name -> slotd.v1.Node
+	55, // 1: slotd.v1.BootstrapResponse.map:type_name -> slotd.v1.SlotMap
+	54, // 2: slotd.v1.RegisterNodeRequest.node:type_name -> slotd.v1.Node
+	54, // 3: slotd.v1.RegisterNodeResponse.node:type_name -> slotd.v1.Node
+	56, // 4: slotd.v1.RegisterNodeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	56, // 5: slotd.v1.RegisterNodeResponse.ttl:type_name -> google.protobuf.Duration
+	57, // 6: slotd.v1.HeartbeatResponse.state:type_name -> slotd.v1.NodeState
+	54, // 7: slotd.v1.DrainNodeResponse.node:type_name -> slotd.v1.Node
+	54, // 8: slotd.v1.SetWeightResponse.node:type_name -> slotd.v1.Node
+	54, // 9: slotd.v1.UpdateAddrResponse.node:type_name -> slotd.v1.Node
+	58, // 10: slotd.v1.PlannedMove.phase:type_name -> slotd.v1.MovePhase
+	59, // 11: slotd.v1.PlannedMove.started_at:type_name -> google.protobuf.Timestamp
+	59, // 12: slotd.v1.PlannedMove.finished_at:type_name -> google.protobuf.Timestamp
+	17, // 13: slotd.v1.PlanEdits.add:type_name -> slotd.v1.NodeSpec
+	51, // 14: slotd.v1.PlanEdits.weights:type_name -> slotd.v1.PlanEdits.WeightsEntry
+	16, // 15: slotd.v1.Plan.moves:type_name -> slotd.v1.PlannedMove
+	20, // 16: slotd.v1.Plan.nodes:type_name -> slotd.v1.NodeBalance
+	56, // 17: slotd.v1.Plan.estimated:type_name -> google.protobuf.Duration
+	0,  // 18: slotd.v1.Plan.state:type_name -> slotd.v1.PlanState
+	59, // 19: slotd.v1.Plan.created_at:type_name -> google.protobuf.Timestamp
+	18, // 20: slotd.v1.Plan.edits:type_name -> slotd.v1.PlanEdits
+	19, // 21: slotd.v1.Plan.progress:type_name -> slotd.v1.PlanProgress
+	59, // 22: slotd.v1.Plan.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 23: slotd.v1.PlanRequest.add:type_name -> slotd.v1.NodeSpec
+	52, // 24: slotd.v1.PlanRequest.weights:type_name -> slotd.v1.PlanRequest.WeightsEntry
+	21, // 25: slotd.v1.PlanResponse.plan:type_name -> slotd.v1.Plan
+	21, // 26: slotd.v1.SubmitPlanRequest.plan:type_name -> slotd.v1.Plan
+	21, // 27: slotd.v1.SubmitPlanResponse.plan:type_name -> slotd.v1.Plan
+	21, // 28: slotd.v1.ListPlansResponse.plans:type_name -> slotd.v1.Plan
+	21, // 29: slotd.v1.GetPlanResponse.plan:type_name -> slotd.v1.Plan
+	21, // 30: slotd.v1.ApplyResponse.plan:type_name -> slotd.v1.Plan
+	21, // 31: slotd.v1.PauseResponse.plan:type_name -> slotd.v1.Plan
+	21, // 32: slotd.v1.ResumeResponse.plan:type_name -> slotd.v1.Plan
+	21, // 33: slotd.v1.CancelResponse.plan:type_name -> slotd.v1.Plan
+	21, // 34: slotd.v1.RollbackResponse.plan:type_name -> slotd.v1.Plan
+	21, // 35: slotd.v1.MoveResponse.plan:type_name -> slotd.v1.Plan
+	53, // 36: slotd.v1.Throttle.node_bytes_per_second:type_name -> slotd.v1.Throttle.NodeBytesPerSecondEntry
+	43, // 37: slotd.v1.SetThrottleResponse.throttle:type_name -> slotd.v1.Throttle
+	21, // 38: slotd.v1.StatusResponse.active_plan:type_name -> slotd.v1.Plan
+	16, // 39: slotd.v1.StatusResponse.in_flight:type_name -> slotd.v1.PlannedMove
+	43, // 40: slotd.v1.StatusResponse.throttle:type_name -> slotd.v1.Throttle
+	47, // 41: slotd.v1.StatusResponse.nodes:type_name -> slotd.v1.NodeLoad
+	54, // 42: slotd.v1.NodeLoad.node:type_name -> slotd.v1.Node
+	59, // 43: slotd.v1.HistoryEntry.time:type_name -> google.protobuf.Timestamp
+	1,  // 44: slotd.v1.HistoryEntry.kind:type_name -> slotd.v1.HistoryKind
+	48, // 45: slotd.v1.HistoryResponse.entries:type_name -> slotd.v1.HistoryEntry
+	2,  // 46: slotd.v1.Admin.Bootstrap:input_type -> slotd.v1.BootstrapRequest
+	4,  // 47: slotd.v1.Admin.RegisterNode:input_type -> slotd.v1.RegisterNodeRequest
+	6,  // 48: slotd.v1.Admin.Heartbeat:input_type -> slotd.v1.HeartbeatRequest
+	8,  // 49: slotd.v1.Admin.DrainNode:input_type -> slotd.v1.DrainNodeRequest
+	10, // 50: slotd.v1.Admin.RemoveNode:input_type -> slotd.v1.RemoveNodeRequest
+	12, // 51: slotd.v1.Admin.SetWeight:input_type -> slotd.v1.SetWeightRequest
+	14, // 52: slotd.v1.Admin.UpdateAddr:input_type -> slotd.v1.UpdateAddrRequest
+	22, // 53: slotd.v1.Admin.Plan:input_type -> slotd.v1.PlanRequest
+	24, // 54: slotd.v1.Admin.SubmitPlan:input_type -> slotd.v1.SubmitPlanRequest
+	26, // 55: slotd.v1.Admin.ListPlans:input_type -> slotd.v1.ListPlansRequest
+	28, // 56: slotd.v1.Admin.GetPlan:input_type -> slotd.v1.GetPlanRequest
+	30, // 57: slotd.v1.Admin.Apply:input_type -> slotd.v1.ApplyRequest
+	32, // 58: slotd.v1.Admin.Pause:input_type -> slotd.v1.PauseRequest
+	34, // 59: slotd.v1.Admin.Resume:input_type -> slotd.v1.ResumeRequest
+	36, // 60: slotd.v1.Admin.Cancel:input_type -> slotd.v1.CancelRequest
+	38, // 61: slotd.v1.Admin.Rollback:input_type -> slotd.v1.RollbackRequest
+	40, // 62: slotd.v1.Admin.Move:input_type -> slotd.v1.MoveRequest
+	42, // 63: slotd.v1.Admin.SetThrottle:input_type -> slotd.v1.SetThrottleRequest
+	45, // 64: slotd.v1.Admin.Status:input_type -> slotd.v1.StatusRequest
+	49, // 65: slotd.v1.Admin.History:input_type -> slotd.v1.HistoryRequest
+	3,  // 66: slotd.v1.Admin.Bootstrap:output_type -> slotd.v1.BootstrapResponse
+	5,  // 67: slotd.v1.Admin.RegisterNode:output_type -> slotd.v1.RegisterNodeResponse
+	7,  // 68: slotd.v1.Admin.Heartbeat:output_type -> slotd.v1.HeartbeatResponse
+	9,  // 69: slotd.v1.Admin.DrainNode:output_type -> slotd.v1.DrainNodeResponse
+	11, // 70: slotd.v1.Admin.RemoveNode:output_type -> slotd.v1.RemoveNodeResponse
+	13, // 71: slotd.v1.Admin.SetWeight:output_type -> slotd.v1.SetWeightResponse
+	15, // 72: slotd.v1.Admin.UpdateAddr:output_type -> slotd.v1.UpdateAddrResponse
+	23, // 73: slotd.v1.Admin.Plan:output_type -> slotd.v1.PlanResponse
+	25, // 74: slotd.v1.Admin.SubmitPlan:output_type -> slotd.v1.SubmitPlanResponse
+	27, // 75: slotd.v1.Admin.ListPlans:output_type -> slotd.v1.ListPlansResponse
+	29, // 76: slotd.v1.Admin.GetPlan:output_type -> slotd.v1.GetPlanResponse
+	31, // 77: slotd.v1.Admin.Apply:output_type -> slotd.v1.ApplyResponse
+	33, // 78: slotd.v1.Admin.Pause:output_type -> slotd.v1.PauseResponse
+	35, // 79: slotd.v1.Admin.Resume:output_type -> slotd.v1.ResumeResponse
+	37, // 80: slotd.v1.Admin.Cancel:output_type -> slotd.v1.CancelResponse
+	39, // 81: slotd.v1.Admin.Rollback:output_type -> slotd.v1.RollbackResponse
+	41, // 82: slotd.v1.Admin.Move:output_type -> slotd.v1.MoveResponse
+	44, // 83: slotd.v1.Admin.SetThrottle:output_type -> slotd.v1.SetThrottleResponse
+	46, // 84: slotd.v1.Admin.Status:output_type -> slotd.v1.StatusResponse
+	50, // 85: slotd.v1.Admin.History:output_type -> slotd.v1.HistoryResponse
+	66, // [66:86] is the sub-list for method output_type
+	46, // [46:66] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_slotdv1_admin_proto_init() }
@@ -2986,7 +3626,7 @@ func file_slotdv1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_slotdv1_admin_proto_rawDesc), len(file_slotdv1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   42,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,8 @@ const (
 	Admin_SetWeight_FullMethodName    = "/slotd.v1.Admin/SetWeight"
 	Admin_UpdateAddr_FullMethodName   = "/slotd.v1.Admin/UpdateAddr"
 	Admin_Plan_FullMethodName         = "/slotd.v1.Admin/Plan"
+	Admin_SubmitPlan_FullMethodName   = "/slotd.v1.Admin/SubmitPlan"
+	Admin_ListPlans_FullMethodName    = "/slotd.v1.Admin/ListPlans"
 	Admin_GetPlan_FullMethodName      = "/slotd.v1.Admin/GetPlan"
 	Admin_Apply_FullMethodName        = "/slotd.v1.Admin/Apply"
 	Admin_Pause_FullMethodName        = "/slotd.v1.Admin/Pause"
@@ -74,6 +76,13 @@ type AdminClient interface {
 	UpdateAddr(ctx context.Context, in *UpdateAddrRequest, opts ...grpc.CallOption) (*UpdateAddrResponse, error)
 	// Plan computes, stores and returns a plan; it moves nothing.
 	Plan(ctx context.Context, in *PlanRequest, opts ...grpc.CallOption) (*PlanResponse, error)
+	// SubmitPlan stores a plan from a plan file (the protojson form of Plan,
+	// as `slotctl plan -o json` writes it) as proposed, after checking that it
+	// is well formed; Apply runs it. Only id, base_version, edits and the
+	// moves' slot, from, to, bytes and reason are read.
+	SubmitPlan(ctx context.Context, in *SubmitPlanRequest, opts ...grpc.CallOption) (*SubmitPlanResponse, error)
+	// ListPlans returns the stored plans, oldest first, without their moves.
+	ListPlans(ctx context.Context, in *ListPlansRequest, opts ...grpc.CallOption) (*ListPlansResponse, error)
 	// GetPlan returns a stored plan with its progress.
 	GetPlan(ctx context.Context, in *GetPlanRequest, opts ...grpc.CallOption) (*GetPlanResponse, error)
 	// Apply starts a stored plan. One plan runs at a time.
@@ -181,6 +190,26 @@ func (c *adminClient) Plan(ctx context.Context, in *PlanRequest, opts ...grpc.Ca
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PlanResponse)
 	err := c.cc.Invoke(ctx, Admin_Plan_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) SubmitPlan(ctx context.Context, in *SubmitPlanRequest, opts ...grpc.CallOption) (*SubmitPlanResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitPlanResponse)
+	err := c.cc.Invoke(ctx, Admin_SubmitPlan_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListPlans(ctx context.Context, in *ListPlansRequest, opts ...grpc.CallOption) (*ListPlansResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPlansResponse)
+	err := c.cc.Invoke(ctx, Admin_ListPlans_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -320,6 +349,13 @@ type AdminServer interface {
 	UpdateAddr(context.Context, *UpdateAddrRequest) (*UpdateAddrResponse, error)
 	// Plan computes, stores and returns a plan; it moves nothing.
 	Plan(context.Context, *PlanRequest) (*PlanResponse, error)
+	// SubmitPlan stores a plan from a plan file (the protojson form of Plan,
+	// as `slotctl plan -o json` writes it) as proposed, after checking that it
+	// is well formed; Apply runs it. Only id, base_version, edits and the
+	// moves' slot, from, to, bytes and reason are read.
+	SubmitPlan(context.Context, *SubmitPlanRequest) (*SubmitPlanResponse, error)
+	// ListPlans returns the stored plans, oldest first, without their moves.
+	ListPlans(context.Context, *ListPlansRequest) (*ListPlansResponse, error)
 	// GetPlan returns a stored plan with its progress.
 	GetPlan(context.Context, *GetPlanRequest) (*GetPlanResponse, error)
 	// Apply starts a stored plan. One plan runs at a time.
@@ -376,6 +412,12 @@ func (UnimplementedAdminServer) UpdateAddr(context.Context, *UpdateAddrRequest) 
 }
 func (UnimplementedAdminServer) Plan(context.Context, *PlanRequest) (*PlanResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Plan not implemented")
+}
+func (UnimplementedAdminServer) SubmitPlan(context.Context, *SubmitPlanRequest) (*SubmitPlanResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SubmitPlan not implemented")
+}
+func (UnimplementedAdminServer) ListPlans(context.Context, *ListPlansRequest) (*ListPlansResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPlans not implemented")
 }
 func (UnimplementedAdminServer) GetPlan(context.Context, *GetPlanRequest) (*GetPlanResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPlan not implemented")
@@ -568,6 +610,42 @@ func _Admin_Plan_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServer).Plan(ctx, req.(*PlanRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_SubmitPlan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitPlanRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SubmitPlan(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SubmitPlan_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SubmitPlan(ctx, req.(*SubmitPlanRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListPlans_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPlansRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListPlans(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListPlans_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListPlans(ctx, req.(*ListPlansRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -790,6 +868,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Plan",
 			Handler:    _Admin_Plan_Handler,
+		},
+		{
+			MethodName: "SubmitPlan",
+			Handler:    _Admin_SubmitPlan_Handler,
+		},
+		{
+			MethodName: "ListPlans",
+			Handler:    _Admin_ListPlans_Handler,
 		},
 		{
 			MethodName: "GetPlan",
