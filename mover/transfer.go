@@ -356,3 +356,9 @@ func Abort(ctx context.Context, slot slots.Slot, moveID string, source, target s
 	}
 	return nil, nil
 }
+
+// isGone reports a store answer meaning the thing to clean up is not there.
+func isGone(err error) bool {
+	c := status.Code(err)
+	return err != nil && (c == codes.NotFound || c == codes.FailedPrecondition)
+}

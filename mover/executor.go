@@ -1,0 +1,819 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"golang.org/x/sync/errgroup"
+
+	slotdv1 "github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/slots"
+)
+
+// ExecutorConfig configures an Executor. Zero fields take defaults.
+type ExecutorConfig struct {
+	Directory *directory.Directory // required
+	Control   *Control             // required
+	Etcd      *clientv3.Client     // required: leader election
+	Stores    *StorePool           // required
+	// Name identifies this candidate in the election and in history.
+	Name       string
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	// SessionTTL is the leader lease in seconds: a dead leader is replaced
+	// after about this long. Default 5.
+	SessionTTL int
+	// MoveAttempts is how often a move is tried (resuming from its recorded
+	// phase) after transient failures before it is aborted and the plan
+	// paused. Default 5.
+	MoveAttempts int
+	// Verify compares source and target checksums inside the fence.
+	// It costs a scan of the slot on both nodes and lengthens the write
+	// pause, so it is off by default; every key's slot is always checked.
+	Verify bool
+	// ProgressInterval bounds how often plan progress is written to etcd.
+	// Default 500ms.
+	ProgressInterval time.Duration
+	// Backoff is the first retry delay (doubling, jittered, capped at 5s).
+	// Default 100ms.
+	Backoff time.Duration
+	// RunLiveness makes the leader also run the directory's liveness loop.
+	// Default true via NewExecutor unless DisableLiveness.
+	DisableLiveness bool
+}
+
+// MoveProgress is the live state of the move being executed.
+type MoveProgress struct {
+	PlanID  string
+	MoveID  string
+	Slot    int
+	From    string
+	To      string
+	Phase   string
+	Bytes   int64
+	Keys    int64
+	Started time.Time
+}
+
+// Executor runs plans, one slot at a time, while it holds the cluster's
+// mover leadership. Every slotd runs one; exactly one leads. Safe for
+// concurrent use.
+type Executor struct {
+	cfg ExecutorConfig
+	dir *directory.Directory
+	ctl *Control
+	lg  *slog.Logger
+	m   *metrics
+
+	leader   atomic.Bool
+	throttle atomic.Int64 // donor rate in force; -1 before the first read
+
+	mu       sync.Mutex // guards inflight and cleanups
+	inflight *MoveProgress
+	cleanups []cleanup
+
+	wake chan struct{} // plans or throttle changed
+}
+
+// cleanup is store-side work left after a move: dropping a handed-off or
+// partial copy, ending a capture. It is retried until it succeeds or the
+// leader changes (a new leader does not know it: the copy then stays on
+// disk, unowned and fenced, until dropped by hand; see the README).
+type cleanup struct {
+	addr    string
+	slot    slots.Slot
+	moveID  string
+	version uint64 // DropSlot's version; 0 for a target's partial copy
+	drop    bool   // DropSlot, else EndCapture
+}
+
+// NewExecutor returns an executor; call Run.
+func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
+	if cfg.Directory == nil || cfg.Control == nil || cfg.Etcd == nil || cfg.Stores == nil {
+		return nil, fmt.Errorf("%w: executor needs a directory, a control, an etcd client and a store pool", ErrInvalid)
+	}
+	if cfg.Name == "" {
+		return nil, fmt.Errorf("%w: executor needs a name", ErrInvalid)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = 5
+	}
+	if cfg.MoveAttempts == 0 {
+		cfg.MoveAttempts = 5
+	}
+	if cfg.ProgressInterval == 0 {
+		cfg.ProgressInterval = 500 * time.Millisecond
+	}
+	if cfg.Backoff == 0 {
+		cfg.Backoff = 100 * time.Millisecond
+	}
+	e := &Executor{cfg: cfg, dir: cfg.Directory, ctl: cfg.Control, lg: cfg.Logger.With("mover", cfg.Name),
+		m: newMetrics(cfg.Registerer), wake: make(chan struct{}, 1)}
+	e.throttle.Store(-1)
+	return e, nil
+}
+
+// IsLeader reports whether this executor currently leads.
+func (e *Executor) IsLeader() bool { return e.leader.Load() }
+
+// Leader returns the name of the current leader, "" when there is none.
+func (e *Executor) Leader(ctx context.Context) (string, error) {
+	resp, err := e.cfg.Etcd.Get(ctx, e.dir.LeaderElectionPrefix(), clientv3.WithFirstCreate()...)
+	if err != nil {
+		return "", fmt.Errorf("read mover leader: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
+}
+
+// InFlight returns the move being executed by this executor, if any.
+func (e *Executor) InFlight() []MoveProgress {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.inflight == nil {
+		return nil
+	}
+	return []MoveProgress{*e.inflight}
+}
+
+// Run campaigns for leadership and, while leading, runs plans. It returns
+// nil when ctx is done. Losing the etcd session cancels everything done as
+// leader, so a deposed leader stops before a new one starts moving.
+func (e *Executor) Run(ctx context.Context) error {
+	backoff := e.cfg.Backoff
+	for ctx.Err() == nil {
+		err := e.campaign(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			e.lg.Warn("mover election failed; retrying", "err", err, "in", backoff)
+		}
+		if !sleep(ctx, jitter(backoff)) {
+			return nil
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	return nil
+}
+
+// campaign waits to be elected, leads until the session or ctx ends, then
+// resigns.
+func (e *Executor) campaign(ctx context.Context) error {
+	session, err := concurrency.NewSession(e.cfg.Etcd, concurrency.WithTTL(e.cfg.SessionTTL), concurrency.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("new etcd session: %w", err)
+	}
+	defer session.Close()
+	el := concurrency.NewElection(session, e.dir.LeaderElectionPrefix())
+	if err := el.Campaign(ctx, e.cfg.Name); err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	leadCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		// Ends with leadCtx at the latest, so it never outlives campaign.
+		select {
+		case <-session.Done():
+			e.lg.Warn("mover leadership lost: etcd session ended")
+			cancel()
+		case <-leadCtx.Done():
+		}
+	}()
+	e.lg.Info("mover leader elected")
+	e.leader.Store(true)
+	e.m.leader.Set(1)
+	err = e.lead(leadCtx)
+	e.leader.Store(false)
+	e.m.leader.Set(0)
+	rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer rcancel()
+	if rerr := el.Resign(rctx); rerr != nil && ctx.Err() == nil {
+		e.lg.Warn("resign mover leadership", "err", rerr)
+	}
+	if err != nil && leadCtx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// lead runs the leader's parts until ctx ends. Shutdown order: ctx
+// cancellation stops, in any order, 1. the plan loop (a move in flight is
+// left in its recorded phase for the next leader), 2. the watches, 3. the
+// cleanup loop, 4. liveness; errgroup waits for all of them.
+func (e *Executor) lead(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return ignoreCanceled(e.dir.WatchPlans(gctx, func(string) { e.notify() }))
+	})
+	g.Go(func() error {
+		return ignoreCanceled(e.dir.WatchThrottle(gctx, e.setThrottle))
+	})
+	g.Go(func() error { return e.cleanupLoop(gctx) })
+	if !e.cfg.DisableLiveness {
+		g.Go(func() error { return ignoreCanceled(e.dir.RunLiveness(gctx)) })
+	}
+	g.Go(func() error { return e.planLoop(gctx) })
+	return g.Wait()
+}
+
+func ignoreCanceled(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func (e *Executor) notify() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// setThrottle applies a new donor rate, to the move in flight too.
+func (e *Executor) setThrottle(bps int64) {
+	e.throttle.Store(bps)
+	e.m.throttle.Set(float64(bps))
+	e.mu.Lock()
+	inf := e.inflight
+	e.mu.Unlock()
+	if inf == nil {
+		return
+	}
+	// The source's token bucket is per node: setting it changes the rate of
+	// the running export and change stream within the node's refill tick.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	snap, err := e.dir.Snapshot(ctx)
+	if err != nil {
+		return
+	}
+	if n, ok := snap.Node(inf.From); ok {
+		if c, err := e.cfg.Stores.Client(n.Addr); err == nil {
+			if _, err := c.SetExportRate(ctx, &slotdv1.SetExportRateRequest{BytesPerSecond: uint64(bps)}); err != nil {
+				e.lg.Warn("set export rate on source", "node", n.ID, "err", err)
+			}
+		}
+	}
+	e.lg.Info("throttle applied", "bytes_per_second", bps)
+}
+
+func (e *Executor) rate(ctx context.Context) uint64 {
+	v := e.throttle.Load()
+	if v < 0 {
+		t, err := e.ctl.Throttle(ctx)
+		if err != nil {
+			t = DefaultThrottle
+		}
+		v = t
+	}
+	return uint64(v)
+}
+
+// planLoop runs the active plan's moves one at a time, and waits for work
+// when there is none.
+func (e *Executor) planLoop(ctx context.Context) error {
+	backoff := e.cfg.Backoff
+	for ctx.Err() == nil {
+		worked, err := e.step(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			e.lg.Warn("mover step failed; retrying", "err", err, "in", backoff)
+			if !sleep(ctx, jitter(backoff)) {
+				return nil
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = e.cfg.Backoff
+		if worked {
+			continue
+		}
+		// Nothing to do: wait for a plan or throttle change, or poll now and
+		// then in case a watch event was missed across a reconnect.
+		t := time.NewTimer(2 * time.Second)
+		select {
+		case <-ctx.Done():
+		case <-e.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return nil
+}
+
+// step does one unit of work: settle moves left in flight outside an
+// applying plan, or run the next move of the applying plan. It reports
+// whether it did anything.
+func (e *Executor) step(ctx context.Context) (bool, error) {
+	snap, err := e.dir.Snapshot(ctx)
+	if err != nil {
+		return false, err
+	}
+	e.m.observeTable(snap)
+	plans, err := e.ctl.List(ctx)
+	if err != nil {
+		return false, err
+	}
+	byID := map[string]*Plan{}
+	var active *Plan
+	for _, p := range plans {
+		byID[p.ID] = p
+		if p.State == StateApplying && active == nil {
+			active = p
+		}
+	}
+	// Moves in flight that no applying plan will resume: a previous leader
+	// died mid-move after the plan was paused or cancelled, or a move from
+	// outside any plan. Finish them if fenced (the source refuses writes
+	// already), abort them otherwise.
+	for _, mv := range snap.Moves {
+		if p, ok := byID[mv.PlanID]; ok && p.State == StateApplying {
+			continue
+		}
+		if err := e.settle(ctx, snap, mv, byID[mv.PlanID]); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	if active == nil {
+		e.m.bytesRemaining.Set(0)
+		return false, nil
+	}
+	i := active.next()
+	if i < 0 {
+		return true, e.finish(ctx, active)
+	}
+	return true, e.runMove(ctx, snap, active, i)
+}
+
+// finish marks an applying plan with nothing left as done.
+func (e *Executor) finish(ctx context.Context, p *Plan) error {
+	err := e.ctl.update(ctx, p.ID, func(q *Plan) error {
+		if q.State == StateApplying && q.next() < 0 {
+			q.State = StateDone
+		}
+		return nil
+	})
+	if err == nil {
+		pr := p.Progress()
+		e.lg.Info("plan done", "plan", p.ID, "moves", pr.Done, "skipped", pr.Skipped, "bytes", pr.BytesDone)
+	}
+	return err
+}
+
+// settle finishes or aborts a move that no applying plan owns.
+func (e *Executor) settle(ctx context.Context, snap *directory.Snapshot, mv directory.Move, p *Plan) error {
+	src, dst, err := e.endpoints(snap, mv.From, mv.To)
+	if err != nil {
+		return err
+	}
+	if mv.Phase == directory.PhaseFenced && (p == nil || !p.AbortCurrent || p.State == StateCancelled) {
+		e.lg.Info("finishing fenced move left in flight", "slot", mv.Slot.Int(), "move", mv.MoveID, "plan", mv.PlanID)
+		res, err := e.transfer(ctx, snap, mv, src, dst, StepFenced)
+		if err == nil {
+			e.committed(ctx, mv, src, res)
+			return e.recordMove(ctx, p, mv.MoveID, MoveDone, "")
+		}
+		if Retryable(err) {
+			return err
+		}
+		e.lg.Warn("fenced move left in flight cannot finish; aborting", "slot", mv.Slot.Int(), "err", err)
+	}
+	reason := "plan " + mv.PlanID + " is not applying"
+	if p == nil {
+		reason = "move outside any applying plan"
+	}
+	if err := e.abort(ctx, mv, src, dst, reason); err != nil {
+		return err
+	}
+	status := MovePending
+	if p != nil && p.State == StateCancelled {
+		status = MoveAborted
+	}
+	return e.recordMove(ctx, p, mv.MoveID, status, "aborted: "+reason)
+}
+
+// endpoints returns the Store clients of a move's source and target.
+func (e *Executor) endpoints(snap *directory.Snapshot, from, to string) (src, dst storeEnd, err error) {
+	for _, x := range []struct {
+		id  string
+		end *storeEnd
+	}{{from, &src}, {to, &dst}} {
+		n, ok := snap.Node(x.id)
+		if !ok {
+			return src, dst, fmt.Errorf("%w: node %s is not registered", ErrPrecondition, x.id)
+		}
+		c, err := e.cfg.Stores.Client(n.Addr)
+		if err != nil {
+			return src, dst, err
+		}
+		*x.end = storeEnd{id: n.ID, addr: n.Addr, c: c}
+	}
+	return src, dst, nil
+}
+
+type storeEnd struct {
+	id, addr string
+	c        slotdv1.StoreClient
+}
+
+// runMove executes move i of plan p.
+func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Plan, i int) error {
+	pm := p.Moves[i]
+	slot, err := slots.New(pm.Slot)
+	if err != nil {
+		return e.pausePlan(ctx, p, fmt.Sprintf("move %d: %v", i, err))
+	}
+	moveID := fmt.Sprintf("%s.%d", p.ID, i)
+	owner := snap.Owner(slot)
+	mv, inFlight := snap.Move(slot)
+	switch {
+	case inFlight && mv.MoveID != moveID:
+		return e.pausePlan(ctx, p, fmt.Sprintf("slot %d has another move in flight (%s); wait for it and resume", pm.Slot, mv.MoveID))
+	case !inFlight && owner == pm.To:
+		// Committed by a previous leader that died before recording it.
+		e.m.moves.WithLabelValues("skipped").Inc()
+		return e.recordMove(ctx, p, moveID, MoveDone, "")
+	case !inFlight && owner != pm.From:
+		return e.pausePlan(ctx, p, fmt.Sprintf("slot %d is owned by %s, not %s as planned; the table changed, cancel and plan again", pm.Slot, owner, pm.From))
+	}
+	if n, ok := snap.Node(pm.To); !inFlight && (!ok || n.State != directory.NodeActive) {
+		return e.pausePlan(ctx, p, fmt.Sprintf("target %s of slot %d is not an active node (%v); resume when it is back, or cancel", pm.To, pm.Slot, n.State))
+	}
+	src, dst, err := e.endpoints(snap, pm.From, pm.To)
+	if err != nil {
+		return e.pausePlan(ctx, p, err.Error())
+	}
+	step := StepCopy
+	if !inFlight {
+		m, err := e.dir.BeginMove(ctx, directory.MoveSpec{
+			Slot: slot, From: pm.From, To: pm.To, MoveID: moveID, PlanID: p.ID, Reason: pm.Reason, By: "mover/" + e.cfg.Name,
+		})
+		if err != nil {
+			if errors.Is(err, directory.ErrPrecondition) || errors.Is(err, directory.ErrNotFound) || errors.Is(err, directory.ErrInvalid) {
+				return e.pausePlan(ctx, p, fmt.Sprintf("cannot begin move of slot %d: %v", pm.Slot, err))
+			}
+			return err
+		}
+		mv = *m
+	} else {
+		step = stepOf(mv.Phase)
+		e.lg.Info("resuming move", "slot", pm.Slot, "move", moveID, "phase", mv.Phase)
+	}
+
+	// The plan may be paused or cancelled while the move runs: abort it
+	// then, unless the source is already fenced (finishing is quicker and
+	// as safe).
+	moveCtx, cancelMove := context.WithCancel(ctx)
+	defer cancelMove()
+	var fencing atomic.Bool
+	stopWatch := e.watchPlanWhileMoving(moveCtx, p.ID, &fencing, cancelMove)
+	res, err := e.transferWith(moveCtx, snap, mv, src, dst, step, &fencing)
+	stopWatch()
+	if err == nil {
+		e.committed(ctx, mv, src, res)
+		return e.recordMove(ctx, p, moveID, MoveDone, "")
+	}
+	if ctx.Err() != nil {
+		return nil // leadership lost: the next leader resumes from the recorded phase
+	}
+	if moveCtx.Err() != nil {
+		// Paused or cancelled with the move before the fence.
+		cur, gerr := e.ctl.Get(ctx, p.ID)
+		status := MovePending
+		if gerr == nil && cur.State == StateCancelled {
+			status = MoveAborted
+		}
+		if err := e.abort(ctx, mv, src, dst, "plan paused or cancelled"); err != nil {
+			return err
+		}
+		return e.recordMove(ctx, p, moveID, status, "")
+	}
+	attempts := e.bumpAttempts(moveID)
+	if Retryable(err) && attempts < e.cfg.MoveAttempts {
+		e.lg.Warn("move failed; will resume", "slot", pm.Slot, "move", moveID, "attempt", attempts, "err", err)
+		sleep(ctx, jitter(e.cfg.Backoff<<min(attempts, 6)))
+		return nil
+	}
+	e.clearAttempts(moveID)
+	e.lg.Error("move failed; aborting and pausing the plan", "slot", pm.Slot, "move", moveID, "err", err)
+	if aerr := e.abort(ctx, mv, src, dst, err.Error()); aerr != nil {
+		return aerr
+	}
+	reason := fmt.Sprintf("move of slot %d (%s -> %s) failed and was aborted: %v; fix it and slotctl resume, or cancel", pm.Slot, pm.From, pm.To, err)
+	if rerr := e.recordMove(ctx, p, moveID, MovePending, err.Error()); rerr != nil {
+		return rerr
+	}
+	return e.pausePlan(ctx, p, reason)
+}
+
+func stepOf(ph directory.Phase) Step {
+	switch ph {
+	case directory.PhaseFenced:
+		return StepFenced
+	case directory.PhaseCatchup:
+		return StepCatchUp
+	}
+	return StepCopy
+}
+
+// watchPlanWhileMoving cancels the move when its plan stops applying with
+// abort requested, unless fencing started. It returns a stop function.
+func (e *Executor) watchPlanWhileMoving(ctx context.Context, planID string, fencing *atomic.Bool, cancel context.CancelFunc) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-e.wake:
+			}
+			p, err := e.ctl.Get(ctx, planID)
+			if err != nil {
+				continue
+			}
+			if p.State != StateApplying && p.AbortCurrent && !fencing.Load() {
+				e.lg.Info("plan stopped; aborting the move in flight", "plan", planID, "state", p.State)
+				cancel()
+				return
+			}
+			if p.State != StateApplying {
+				// Finish the move; the loop sees the state afterwards.
+				e.notify()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// transfer runs the protocol for mv without pause watching.
+func (e *Executor) transfer(ctx context.Context, snap *directory.Snapshot, mv directory.Move, src, dst storeEnd, step Step) (Result, error) {
+	var fencing atomic.Bool
+	return e.transferWith(ctx, snap, mv, src, dst, step, &fencing)
+}
+
+func (e *Executor) transferWith(ctx context.Context, _ *directory.Snapshot, mv directory.Move, src, dst storeEnd, step Step, fencing *atomic.Bool) (Result, error) {
+	prog := &MoveProgress{PlanID: mv.PlanID, MoveID: mv.MoveID, Slot: mv.Slot.Int(), From: mv.From, To: mv.To, Phase: string(mv.Phase), Started: time.Now()}
+	e.mu.Lock()
+	e.inflight = prog
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.inflight = nil
+		e.mu.Unlock()
+	}()
+	var fencedAt time.Time
+	j := &journal{e: e, mv: mv, prog: prog, fencing: fencing}
+	t := &Transfer{
+		Slot: mv.Slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c,
+		Rate: e.rate(ctx), Journal: j, Verify: e.cfg.Verify,
+		Progress: func(b, k int) {
+			e.mu.Lock()
+			prog.Bytes += int64(b)
+			prog.Keys += int64(k)
+			e.mu.Unlock()
+			e.m.bytesMoved.Add(float64(b))
+			e.m.keysMoved.Add(float64(k))
+		},
+		Fenced: func() { fencedAt = time.Now() },
+	}
+	res, err := t.Run(ctx, step)
+	if err == nil {
+		e.m.moveDuration.Observe(time.Since(prog.Started).Seconds())
+		if !fencedAt.IsZero() {
+			e.m.cutover.Observe(j.committedAt.Sub(fencedAt).Seconds())
+		}
+	}
+	return res, err
+}
+
+// journal records a move's phases in the directory.
+type journal struct {
+	e           *Executor
+	mv          directory.Move
+	prog        *MoveProgress
+	fencing     *atomic.Bool
+	committedAt time.Time
+}
+
+func (j *journal) setPhase(p string) {
+	j.e.mu.Lock()
+	j.prog.Phase = p
+	j.e.mu.Unlock()
+}
+
+func (j *journal) CatchingUp(ctx context.Context) error {
+	j.setPhase(string(directory.PhaseCatchup))
+	_, err := j.e.dir.AdvanceMove(ctx, j.mv.Slot, j.mv.MoveID, directory.PhaseCatchup)
+	return err
+}
+
+func (j *journal) Fencing(ctx context.Context) error {
+	j.fencing.Store(true)
+	j.setPhase(string(directory.PhaseFenced))
+	_, err := j.e.dir.AdvanceMove(ctx, j.mv.Slot, j.mv.MoveID, directory.PhaseFenced)
+	return err
+}
+
+func (j *journal) Commit(ctx context.Context) (uint64, error) {
+	v, err := j.e.dir.CommitMove(ctx, j.mv.Slot, j.mv.MoveID, "mover/"+j.e.cfg.Name)
+	j.committedAt = time.Now()
+	return v, err
+}
+
+// committed queues the source's clean-up and logs the move.
+func (e *Executor) committed(ctx context.Context, mv directory.Move, src storeEnd, res Result) {
+	e.m.moves.WithLabelValues("committed").Inc()
+	e.clearAttempts(mv.MoveID)
+	e.lg.Info("slot moved", "slot", mv.Slot.Int(), "from", mv.From, "to", mv.To, "version", res.Version,
+		"bytes", res.Bytes, "keys", res.Keys, "reason", mv.Reason, "plan", mv.PlanID)
+	e.mu.Lock()
+	e.cleanups = append(e.cleanups,
+		cleanup{addr: src.addr, slot: mv.Slot, moveID: mv.MoveID},
+		cleanup{addr: src.addr, slot: mv.Slot, moveID: mv.MoveID, version: res.Version, drop: true})
+	e.mu.Unlock()
+}
+
+// abort undoes a move before commit. A source that may be fenced must be
+// unfenced first, so abort retries until it answers (or leadership ends):
+// recording the abort while the source stays fenced would leave the slot
+// without a writer.
+func (e *Executor) abort(ctx context.Context, mv directory.Move, src, dst storeEnd, reason string) error {
+	cur, err := e.dir.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	phase := mv.Phase
+	if m, ok := cur.Move(mv.Slot); ok && m.MoveID == mv.MoveID {
+		phase = m.Phase
+	} else if !ok {
+		return nil // already settled
+	}
+	backoff := e.cfg.Backoff
+	for {
+		targetErr, err := Abort(ctx, mv.Slot, mv.MoveID, src.c, dst.c)
+		if err == nil {
+			if targetErr != nil {
+				e.queue(cleanup{addr: dst.addr, slot: mv.Slot, moveID: mv.MoveID, drop: true})
+			}
+			break
+		}
+		if phase != directory.PhaseFenced {
+			// Never fenced: the source keeps serving; its capture is ended
+			// later, and the target's copy dropped.
+			e.queue(cleanup{addr: src.addr, slot: mv.Slot, moveID: mv.MoveID})
+			e.queue(cleanup{addr: dst.addr, slot: mv.Slot, moveID: mv.MoveID, drop: true})
+			break
+		}
+		e.lg.Warn("cannot unfence the source yet; retrying", "slot", mv.Slot.Int(), "node", src.id, "err", err)
+		if !sleep(ctx, jitter(backoff)) {
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	if _, err := e.dir.AbortMove(ctx, mv.Slot, mv.MoveID, reason, "mover/"+e.cfg.Name); err != nil && !errors.Is(err, directory.ErrNotFound) {
+		return err
+	}
+	e.m.moves.WithLabelValues("aborted").Inc()
+	e.lg.Warn("move aborted", "slot", mv.Slot.Int(), "from", mv.From, "to", mv.To, "move", mv.MoveID, "reason", reason)
+	return nil
+}
+
+func (e *Executor) queue(c cleanup) {
+	e.mu.Lock()
+	e.cleanups = append(e.cleanups, c)
+	e.mu.Unlock()
+}
+
+// cleanupLoop retries store-side clean-ups every few hundred milliseconds.
+func (e *Executor) cleanupLoop(ctx context.Context) error {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		e.mu.Lock()
+		todo := e.cleanups
+		e.cleanups = nil
+		e.mu.Unlock()
+		var left []cleanup
+		for _, c := range todo {
+			if err := e.runCleanup(ctx, c); err != nil {
+				left = append(left, c)
+			}
+		}
+		if len(left) > 0 {
+			e.mu.Lock()
+			e.cleanups = append(left, e.cleanups...)
+			e.mu.Unlock()
+		}
+	}
+}
+
+func (e *Executor) runCleanup(ctx context.Context, c cleanup) error {
+	cl, err := e.cfg.Stores.Client(c.addr)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s := uint32(c.slot.Int())
+	if c.drop {
+		_, err = cl.DropSlot(cctx, &slotdv1.DropSlotRequest{Slot: s, Version: c.version, MoveId: c.moveID})
+	} else {
+		_, err = cl.EndCapture(cctx, &slotdv1.EndCaptureRequest{Slot: s, MoveId: c.moveID})
+		if isGone(err) {
+			err = nil
+		}
+	}
+	return err
+}
+
+// recordMove writes one move's status into the plan record.
+func (e *Executor) recordMove(ctx context.Context, p *Plan, moveID string, st MoveStatus, msg string) error {
+	if p == nil {
+		return nil
+	}
+	err := e.ctl.update(ctx, p.ID, func(q *Plan) error {
+		for i := range q.Moves {
+			if fmt.Sprintf("%s.%d", q.ID, i) != moveID {
+				continue
+			}
+			m := &q.Moves[i]
+			m.Status, m.MoveID, m.Error = st, moveID, msg
+			if st == MoveDone || st == MoveAborted {
+				m.Finished = time.Now().UTC()
+			}
+		}
+		pr := q.Progress()
+		e.m.bytesRemaining.Set(float64(max(pr.Bytes-pr.BytesDone, 0)))
+		return nil
+	})
+	return err
+}
+
+// pausePlan pauses an applying plan on its own, saying why.
+func (e *Executor) pausePlan(ctx context.Context, p *Plan, reason string) error {
+	e.lg.Warn("pausing plan", "plan", p.ID, "reason", reason)
+	return e.ctl.update(ctx, p.ID, func(q *Plan) error {
+		if q.State == StateApplying {
+			q.State, q.Error = StatePaused, reason
+		}
+		return nil
+	})
+}
+
+var attempts sync.Map // move id -> int; survives steps within this process
+
+func (e *Executor) bumpAttempts(moveID string) int {
+	v, _ := attempts.LoadOrStore(moveID, new(atomic.Int64))
+	return int(v.(*atomic.Int64).Add(1))
+}
+
+func (e *Executor) clearAttempts(moveID string) { attempts.Delete(moveID) }
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// jitter spreads retries of many slotd over [d/2, d).
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2)
+}

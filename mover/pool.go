@@ -1,0 +1,116 @@
+package mover
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	slotdv1 "github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/slots"
+)
+
+// PoolConfig configures a StorePool.
+type PoolConfig struct {
+	// DialOptions for store connections; default plaintext. Give TLS
+	// credentials (and a store-role certificate) in production.
+	DialOptions []grpc.DialOption
+	Logger      *slog.Logger
+}
+
+// StorePool holds one gRPC connection per store node address, for the
+// mover's calls of the Store protocol. Safe for concurrent use.
+type StorePool struct {
+	opts []grpc.DialOption
+	lg   *slog.Logger
+
+	mu    sync.Mutex // guards conns
+	conns map[string]*grpc.ClientConn
+}
+
+// NewStorePool returns an empty pool; connections are made on first use.
+func NewStorePool(cfg PoolConfig) *StorePool {
+	opts := cfg.DialOptions
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	return &StorePool{opts: opts, lg: lg, conns: map[string]*grpc.ClientConn{}}
+}
+
+// Client returns the Store client for addr.
+func (p *StorePool) Client(addr string) (slotdv1.StoreClient, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cc, ok := p.conns[addr]; ok {
+		return slotdv1.NewStoreClient(cc), nil
+	}
+	cc, err := grpc.NewClient(addr, p.opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial store %s: %w", addr, err)
+	}
+	p.conns[addr] = cc
+	return slotdv1.NewStoreClient(cc), nil
+}
+
+// Close closes every connection.
+func (p *StorePool) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for a, cc := range p.conns {
+		cc.Close()
+		delete(p.conns, a)
+	}
+	return nil
+}
+
+// SlotSizes asks every node that owns slots for its slot sizes (in
+// parallel, a few at a time) and returns the size of every slot. A node
+// that does not answer makes the whole call fail: a plan made with a
+// node's sizes missing would think its slots free.
+func (p *StorePool) SlotSizes(ctx context.Context, snap *directory.Snapshot) ([]int64, error) {
+	sizes := make([]int64, slots.Count)
+	owners := snap.Owners()
+	var mu sync.Mutex // guards sizes
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, n := range snap.Nodes {
+		if n.Addr == "" {
+			continue
+		}
+		g.Go(func() error {
+			c, err := p.Client(n.Addr)
+			if err != nil {
+				return err
+			}
+			resp, err := c.SlotStats(gctx, &slotdv1.SlotStatsRequest{})
+			if err != nil {
+				return fmt.Errorf("slot stats of %s: %w", n.ID, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, st := range resp.Slots {
+				// Only count what the node owns: a source's leftover copy
+				// being dropped is not the slot's size.
+				if int(st.Slot) < slots.Count && owners[st.Slot] == n.ID {
+					sizes[st.Slot] = int64(st.Bytes)
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return sizes, nil
+}
+
+var _ SizeSource = (*StorePool)(nil)
