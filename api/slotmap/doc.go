@@ -9,11 +9,16 @@
 // 200 nodes is about 18 KiB) and computes and applies deltas
 // (slotdv1.MapDelta).
 //
+// A Feed is the server side of the watch: it computes each delta and each
+// full encoding once, keeps recent deltas for watchers that reconnect, and
+// serves any number of WatchMap streams.
+//
 // Usage (server side):
 //
 //	m, err := slotmap.New(slotmap.Snapshot{Version: v, Nodes: nodes, Owners: owners})
-//	wire := m.Proto()
-//	delta := slotmap.Diff(prev, m)
+//	feed := slotmap.NewFeed(m, 0)
+//	err = feed.Publish(next)                   // on every directory change
+//	return feed.Watch(stream.Context(), req.GetKnownVersion(), stream.Send) // WatchMap
 //
 // Usage (client side):
 //

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 
 	"github.com/slotd/slotd/api/slotdv1"
@@ -16,58 +15,29 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// State is an in-memory directory: the current map and a broadcast of its
-// changes. Safe for concurrent use.
+// State is an in-memory directory: a slotmap.Feed, which is what slotd's
+// watch serves from too. Safe for concurrent use.
 type State struct {
-	mu      sync.Mutex // guards cur, deltas and changed
-	cur     *slotmap.Map
-	changed chan struct{} // closed and replaced by every Set
-	// deltas holds Diff(previous, next) for every Set, computed once and
-	// shared by all watchers (as slotd should: a delta per watcher per
-	// change is what makes propagation slow with many watchers).
-	deltas []*slotdv1.MapDelta
+	feed *slotmap.Feed
 }
 
 // NewState returns a directory holding m.
 func NewState(m *slotmap.Map) *State {
-	return &State{cur: m, changed: make(chan struct{})}
+	return &State{feed: slotmap.NewFeed(m, 0)}
 }
 
-// Set publishes m; watchers receive the delta from what they last saw.
+// Set publishes m, which must be newer than the current map (a test that
+// does otherwise is wrong, so Set panics); watchers receive the delta.
 func (s *State) Set(m *slotmap.Map) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if m.Version() > s.cur.Version() {
-		s.deltas = append(s.deltas, slotmap.Diff(s.cur, m))
+	if err := s.feed.Publish(m); err != nil {
+		panic(fmt.Sprintf("maptest: %v", err))
 	}
-	s.cur = m
-	close(s.changed)
-	s.changed = make(chan struct{})
 }
 
 // Map returns the current map.
 func (s *State) Map() *slotmap.Map {
-	m, _ := s.snapshot()
+	m, _ := s.feed.Current()
 	return m
-}
-
-func (s *State) snapshot() (*slotmap.Map, <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cur, s.changed
-}
-
-// since returns the current map, the chain of deltas from version v to it
-// (nil if there is no such chain), and the channel of the next change.
-func (s *State) since(v uint64) (*slotmap.Map, []*slotdv1.MapDelta, <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := len(s.deltas) - 1; i >= 0; i-- {
-		if s.deltas[i].GetFromVersion() == v {
-			return s.cur, s.deltas[i:len(s.deltas):len(s.deltas)], s.changed
-		}
-	}
-	return s.cur, nil, s.changed
 }
 
 // Server serves a State's Directory over gRPC on 127.0.0.1.
@@ -117,47 +87,17 @@ func (s *Server) WatchCalls() int64 { return s.watches.Load() }
 // GetMap implements slotdv1.DirectoryServer.
 func (s *Server) GetMap(_ context.Context, req *slotdv1.GetMapRequest) (*slotdv1.GetMapResponse, error) {
 	s.getMaps.Add(1)
-	m := s.state.Map()
+	m, pb := s.state.feed.Current()
 	if req.GetIfNewerThan() > 0 && m.Version() <= req.GetIfNewerThan() {
 		return &slotdv1.GetMapResponse{Unchanged: true, Version: m.Version()}, nil
 	}
-	return &slotdv1.GetMapResponse{Version: m.Version(), Map: m.Proto()}, nil
+	return &slotdv1.GetMapResponse{Version: m.Version(), Map: pb}, nil
 }
 
-// WatchMap implements slotdv1.DirectoryServer: a full map, then one delta
-// per change it sees (several Sets between two sends merge into one delta).
-func (s *Server) WatchMap(_ *slotdv1.WatchMapRequest, stream grpc.ServerStreamingServer[slotdv1.WatchMapResponse]) error {
+// WatchMap implements slotdv1.DirectoryServer.
+func (s *Server) WatchMap(req *slotdv1.WatchMapRequest, stream grpc.ServerStreamingServer[slotdv1.WatchMapResponse]) error {
 	s.watches.Add(1)
-	ctx := stream.Context()
-	last, changed := s.state.snapshot()
-	if err := stream.Send(&slotdv1.WatchMapResponse{Update: &slotdv1.WatchMapResponse_Full{Full: last.Proto()}}); err != nil {
-		return err
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-changed:
-		}
-		m, chain, next := s.state.since(last.Version())
-		changed = next
-		if m.Version() <= last.Version() {
-			continue
-		}
-		if chain == nil { // no delta chain from last (Set went backwards): send in full
-			u := &slotdv1.WatchMapResponse{Update: &slotdv1.WatchMapResponse_Full{Full: m.Proto()}}
-			if err := stream.Send(u); err != nil {
-				return err
-			}
-		}
-		for _, d := range chain {
-			u := &slotdv1.WatchMapResponse{Update: &slotdv1.WatchMapResponse_Delta{Delta: d}}
-			if err := stream.Send(u); err != nil {
-				return err
-			}
-		}
-		last = m
-	}
+	return s.state.feed.Watch(stream.Context(), req.GetKnownVersion(), stream.Send)
 }
 
 // Lookup implements slotdv1.DirectoryServer.
