@@ -94,7 +94,14 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 			MaxDelay:   opts.MaxReconnectBackoff,
 		},
 		MinConnectTimeout: opts.FetchTimeout,
-	})}, opts.DialOptions...)
+	}),
+		// Fixed windows turn off gRPC's bandwidth-delay probing, which
+		// otherwise pings the server after data arrives: with many watchers
+		// that is a syscall pair per client per map change for nothing (a
+		// delta is a few hundred bytes; a full map fits in 1 MiB).
+		grpc.WithInitialWindowSize(1 << 20),
+		grpc.WithInitialConnWindowSize(1 << 20),
+	}, opts.DialOptions...)
 	for _, ep := range opts.Endpoints {
 		conn, err := grpc.NewClient(ep, dial...)
 		if err != nil {
