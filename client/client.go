@@ -84,24 +84,28 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		refresh: make(chan struct{}, 1),
 	}
 	// gRPC's own reconnect backoff (1s base by default) would hold a client
-	// back long after a restarted slotd is up again; use ours. The caller's
-	// options come last and win.
-	dial := append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-		Backoff: gbackoff.Config{
-			BaseDelay:  opts.ReconnectBackoff,
-			Multiplier: 2,
-			Jitter:     0.2,
-			MaxDelay:   opts.MaxReconnectBackoff,
-		},
-		MinConnectTimeout: opts.FetchTimeout,
-	}),
-		// Fixed windows turn off gRPC's bandwidth-delay probing, which
-		// otherwise pings the server after data arrives: with many watchers
-		// that is a syscall pair per client per map change for nothing (a
-		// delta is a few hundred bytes; a full map fits in 1 MiB).
+	// back long after a restarted slotd is up again; use ours.
+	//
+	// Fixed windows turn off gRPC's bandwidth-delay probing, which otherwise
+	// pings the server after data arrives: with many watchers that is a
+	// syscall pair per client per map change for nothing (a delta is a few
+	// hundred bytes; a full map fits in 1 MiB).
+	//
+	// The caller's options come last and win.
+	dial := []grpc.DialOption{
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: gbackoff.Config{
+				BaseDelay:  opts.ReconnectBackoff,
+				Multiplier: 2,
+				Jitter:     0.2,
+				MaxDelay:   opts.MaxReconnectBackoff,
+			},
+			MinConnectTimeout: opts.FetchTimeout,
+		}),
 		grpc.WithInitialWindowSize(1 << 20),
 		grpc.WithInitialConnWindowSize(1 << 20),
-	}, opts.DialOptions...)
+	}
+	dial = append(dial, opts.DialOptions...)
 	for _, ep := range opts.Endpoints {
 		conn, err := grpc.NewClient(ep, dial...)
 		if err != nil {
