@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the Go code beside every .proto under api/. Run through
+# Regenerates the Go code beside every .proto under api/ and slotkv/kvpb. Run through
 # `make proto`, which installs the pinned generators into bin/tools first.
 # Output depends only on the .proto files and the tool versions, so running
 # it twice leaves the tree unchanged.
@@ -18,3 +18,11 @@ mapfile -t protos < <(cd api && find . -name '*.proto' -printf '%P\n' | LC_ALL=C
 	--go_out=. --go_opt=paths=source_relative \
 	--go-grpc_out=. --go-grpc_opt=paths=source_relative \
 	"${protos[@]}")
+
+# slotkv's own KV API. Generated from the repository root so the registered
+# file name is "slotkv/kvpb/kv.proto": a bare "kv.proto" collides with etcd's
+# mvccpb in any binary that links both.
+protoc -I . \
+	--go_out=. --go_opt=paths=source_relative \
+	--go-grpc_out=. --go-grpc_opt=paths=source_relative \
+	slotkv/kvpb/kv.proto

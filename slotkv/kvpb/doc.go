@@ -8,4 +8,4 @@
 //	_, err = kv.CompareAndSet(ctx, &kvpb.CompareAndSetRequest{Key: []byte("k"), ExpectedVersion: put.Version, Value: []byte("v2")})
 package kvpb
 
-//go:generate sh -c "PATH=../../bin/tools:$PATH protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative kv.proto"
+//go:generate sh -c "cd ../.. && make proto"

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: kv.proto
+// source: slotkv/kvpb/kv.proto
 
 // The client API of slotkv, slotd's reference store node: a key-value store
 // whose values carry a version, so that clients can compare-and-set and tests
@@ -36,7 +36,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_kv_proto_msgTypes[0]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +48,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[0]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +61,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{0}
+	return file_slotkv_kvpb_kv_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *GetRequest) GetKey() []byte {
@@ -83,7 +83,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_kv_proto_msgTypes[1]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -95,7 +95,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[1]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -108,7 +108,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{1}
+	return file_slotkv_kvpb_kv_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *GetResponse) GetFound() bool {
@@ -142,7 +142,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_kv_proto_msgTypes[2]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -154,7 +154,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[2]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -167,7 +167,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{2}
+	return file_slotkv_kvpb_kv_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PutRequest) GetKey() []byte {
@@ -194,7 +194,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_kv_proto_msgTypes[3]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +206,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[3]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +219,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{3}
+	return file_slotkv_kvpb_kv_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PutResponse) GetVersion() uint64 {
@@ -238,7 +238,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_kv_proto_msgTypes[4]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -250,7 +250,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[4]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -263,7 +263,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{4}
+	return file_slotkv_kvpb_kv_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeleteRequest) GetKey() []byte {
@@ -283,7 +283,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_kv_proto_msgTypes[5]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -295,7 +295,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[5]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -308,7 +308,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{5}
+	return file_slotkv_kvpb_kv_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeleteResponse) GetDeleted() bool {
@@ -329,7 +329,7 @@ type CompareAndSetRequest struct {
 
 func (x *CompareAndSetRequest) Reset() {
 	*x = CompareAndSetRequest{}
-	mi := &file_kv_proto_msgTypes[6]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +341,7 @@ func (x *CompareAndSetRequest) String() string {
 func (*CompareAndSetRequest) ProtoMessage() {}
 
 func (x *CompareAndSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[6]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +354,7 @@ func (x *CompareAndSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSetRequest.ProtoReflect.Descriptor instead.
 func (*CompareAndSetRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{6}
+	return file_slotkv_kvpb_kv_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CompareAndSetRequest) GetKey() []byte {
@@ -390,7 +390,7 @@ type CompareAndSetResponse struct {
 
 func (x *CompareAndSetResponse) Reset() {
 	*x = CompareAndSetResponse{}
-	mi := &file_kv_proto_msgTypes[7]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +402,7 @@ func (x *CompareAndSetResponse) String() string {
 func (*CompareAndSetResponse) ProtoMessage() {}
 
 func (x *CompareAndSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[7]
+	mi := &file_slotkv_kvpb_kv_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +415,7 @@ func (x *CompareAndSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSetResponse.ProtoReflect.Descriptor instead.
 func (*CompareAndSetResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{7}
+	return file_slotkv_kvpb_kv_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CompareAndSetResponse) GetSwapped() bool {
@@ -432,11 +432,11 @@ func (x *CompareAndSetResponse) GetVersion() uint64 {
 	return 0
 }
 
-var File_kv_proto protoreflect.FileDescriptor
+var File_slotkv_kvpb_kv_proto protoreflect.FileDescriptor
 
-const file_kv_proto_rawDesc = "" +
+const file_slotkv_kvpb_kv_proto_rawDesc = "" +
 	"\n" +
-	"\bkv.proto\x12\tslotkv.v1\"\x1e\n" +
+	"\x14slotkv/kvpb/kv.proto\x12\tslotkv.v1\"\x1e\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\"S\n" +
@@ -468,19 +468,19 @@ const file_kv_proto_rawDesc = "" +
 	"\rCompareAndSet\x12\x1f.slotkv.v1.CompareAndSetRequest\x1a .slotkv.v1.CompareAndSetResponseB$Z\"github.com/slotd/slotd/slotkv/kvpbb\x06proto3"
 
 var (
-	file_kv_proto_rawDescOnce sync.Once
-	file_kv_proto_rawDescData []byte
+	file_slotkv_kvpb_kv_proto_rawDescOnce sync.Once
+	file_slotkv_kvpb_kv_proto_rawDescData []byte
 )
 
-func file_kv_proto_rawDescGZIP() []byte {
-	file_kv_proto_rawDescOnce.Do(func() {
-		file_kv_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_kv_proto_rawDesc), len(file_kv_proto_rawDesc)))
+func file_slotkv_kvpb_kv_proto_rawDescGZIP() []byte {
+	file_slotkv_kvpb_kv_proto_rawDescOnce.Do(func() {
+		file_slotkv_kvpb_kv_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_slotkv_kvpb_kv_proto_rawDesc), len(file_slotkv_kvpb_kv_proto_rawDesc)))
 	})
-	return file_kv_proto_rawDescData
+	return file_slotkv_kvpb_kv_proto_rawDescData
 }
 
-var file_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
-var file_kv_proto_goTypes = []any{
+var file_slotkv_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_slotkv_kvpb_kv_proto_goTypes = []any{
 	(*GetRequest)(nil),            // 0: slotkv.v1.GetRequest
 	(*GetResponse)(nil),           // 1: slotkv.v1.GetResponse
 	(*PutRequest)(nil),            // 2: slotkv.v1.PutRequest
@@ -490,7 +490,7 @@ var file_kv_proto_goTypes = []any{
 	(*CompareAndSetRequest)(nil),  // 6: slotkv.v1.CompareAndSetRequest
 	(*CompareAndSetResponse)(nil), // 7: slotkv.v1.CompareAndSetResponse
 }
-var file_kv_proto_depIdxs = []int32{
+var file_slotkv_kvpb_kv_proto_depIdxs = []int32{
 	0, // 0: slotkv.v1.KV.Get:input_type -> slotkv.v1.GetRequest
 	2, // 1: slotkv.v1.KV.Put:input_type -> slotkv.v1.PutRequest
 	4, // 2: slotkv.v1.KV.Delete:input_type -> slotkv.v1.DeleteRequest
@@ -506,26 +506,26 @@ var file_kv_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for field type_name
 }
 
-func init() { file_kv_proto_init() }
-func file_kv_proto_init() {
-	if File_kv_proto != nil {
+func init() { file_slotkv_kvpb_kv_proto_init() }
+func file_slotkv_kvpb_kv_proto_init() {
+	if File_slotkv_kvpb_kv_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_proto_rawDesc), len(file_kv_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_slotkv_kvpb_kv_proto_rawDesc), len(file_slotkv_kvpb_kv_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_kv_proto_goTypes,
-		DependencyIndexes: file_kv_proto_depIdxs,
-		MessageInfos:      file_kv_proto_msgTypes,
+		GoTypes:           file_slotkv_kvpb_kv_proto_goTypes,
+		DependencyIndexes: file_slotkv_kvpb_kv_proto_depIdxs,
+		MessageInfos:      file_slotkv_kvpb_kv_proto_msgTypes,
 	}.Build()
-	File_kv_proto = out.File
-	file_kv_proto_goTypes = nil
-	file_kv_proto_depIdxs = nil
+	File_slotkv_kvpb_kv_proto = out.File
+	file_slotkv_kvpb_kv_proto_goTypes = nil
+	file_slotkv_kvpb_kv_proto_depIdxs = nil
 }

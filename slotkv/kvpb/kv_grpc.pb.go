@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.0
 // - protoc             v3.21.12
-// source: kv.proto
+// source: slotkv/kvpb/kv.proto
 
 // The client API of slotkv, slotd's reference store node: a key-value store
 // whose values carry a version, so that clients can compare-and-set and tests
@@ -247,5 +247,5 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "kv.proto",
+	Metadata: "slotkv/kvpb/kv.proto",
 }
