@@ -14,6 +14,7 @@ import (
 	"github.com/slotd/slotd/api/slotmap"
 	"google.golang.org/grpc"
 	gbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Errors returned by the Client. Callers use errors.Is.
@@ -102,6 +103,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 			},
 			MinConnectTimeout: opts.FetchTimeout,
 		}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: opts.KeepaliveTime, Timeout: opts.KeepaliveTimeout}),
 		grpc.WithInitialWindowSize(1 << 20),
 		grpc.WithInitialConnWindowSize(1 << 20),
 	}

@@ -39,6 +39,15 @@ type Options struct {
 	ReconnectBackoff    time.Duration
 	MaxReconnectBackoff time.Duration
 
+	// KeepaliveTime is how long a connection may be silent before the client
+	// pings slotd, and KeepaliveTimeout how long it then waits for the
+	// answer before it drops the connection and its watch fails over. Without
+	// pings a watch on a peer that vanished without a reset would hang.
+	// slotd must permit pings this often (see the Directory service comment).
+	// Defaults 30s and 10s.
+	KeepaliveTime    time.Duration
+	KeepaliveTimeout time.Duration
+
 	// FetchTimeout bounds one GetMap call. Default 5s.
 	FetchTimeout time.Duration
 	// MinFetchInterval spaces the map fetches that redirects trigger, so a
@@ -69,6 +78,7 @@ func (o Options) Validate() error {
 		{"RetryBackoff", o.RetryBackoff}, {"MaxRetryBackoff", o.MaxRetryBackoff},
 		{"ReconnectBackoff", o.ReconnectBackoff}, {"MaxReconnectBackoff", o.MaxReconnectBackoff},
 		{"FetchTimeout", o.FetchTimeout}, {"MinFetchInterval", o.MinFetchInterval},
+		{"KeepaliveTime", o.KeepaliveTime}, {"KeepaliveTimeout", o.KeepaliveTimeout},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("%w: %s %v is negative", ErrBadOptions, d.name, d.v)
@@ -103,6 +113,8 @@ func (o Options) withDefaults() Options {
 	def(&o.ReconnectBackoff, 50*time.Millisecond)
 	def(&o.MaxReconnectBackoff, 5*time.Second)
 	def(&o.FetchTimeout, 5*time.Second)
+	def(&o.KeepaliveTime, 30*time.Second)
+	def(&o.KeepaliveTimeout, 10*time.Second)
 	def(&o.MinFetchInterval, 100*time.Millisecond)
 	if o.RetryBackoff > o.MaxRetryBackoff {
 		o.MaxRetryBackoff = o.RetryBackoff

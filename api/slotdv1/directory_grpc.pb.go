@@ -35,6 +35,11 @@ const (
 // directory version. Any slotd replica over the same etcd gives the same
 // answers, so clients may fail over between them freely.
 //
+// Watch streams live for hours; the SDK pings an idle connection every 30 s
+// (gRPC keepalive) to notice a peer that vanished, so servers must permit
+// that: KeepaliveEnforcementPolicy{MinTime: 10s or less, PermitWithoutStream:
+// true}. The default policy (5 min) would answer the pings with GOAWAY.
+//
 // Errors: INVALID_ARGUMENT for a bad request (slot out of range, empty key),
 // NOT_FOUND for an unknown node, UNAVAILABLE when etcd cannot be reached
 // (retry another replica), FAILED_PRECONDITION when the directory has not
@@ -119,6 +124,11 @@ func (c *directoryClient) ListNodes(ctx context.Context, in *ListNodesRequest, o
 // Directory serves the slot map. Every answer reflects one consistent
 // directory version. Any slotd replica over the same etcd gives the same
 // answers, so clients may fail over between them freely.
+//
+// Watch streams live for hours; the SDK pings an idle connection every 30 s
+// (gRPC keepalive) to notice a peer that vanished, so servers must permit
+// that: KeepaliveEnforcementPolicy{MinTime: 10s or less, PermitWithoutStream:
+// true}. The default policy (5 min) would answer the pings with GOAWAY.
 //
 // Errors: INVALID_ARGUMENT for a bad request (slot out of range, empty key),
 // NOT_FOUND for an unknown node, UNAVAILABLE when etcd cannot be reached

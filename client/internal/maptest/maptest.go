@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/slots"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 )
 
@@ -59,7 +61,12 @@ func Start(st *State, addr string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("maptest: listen %s: %w", addr, err)
 	}
-	s := &Server{state: st, lis: lis, srv: grpc.NewServer(), done: make(chan struct{})}
+	// Permit the SDK's keepalive pings, as slotd must (see directory.proto).
+	srv := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+		MinTime:             5 * time.Second,
+		PermitWithoutStream: true,
+	}))
+	s := &Server{state: st, lis: lis, srv: srv, done: make(chan struct{})}
 	slotdv1.RegisterDirectoryServer(s.srv, s)
 	go func() {
 		defer close(s.done)
