@@ -128,6 +128,10 @@ type Directory struct {
 	k   keys
 	lg  *slog.Logger
 	m   *metrics
+
+	// afterWatchRead, when set (by tests only), runs in Watch between the
+	// read of the table and the start of the etcd watch.
+	afterWatchRead func()
 }
 
 // New returns a Directory for cfg. It does not contact etcd.

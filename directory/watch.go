@@ -57,6 +57,9 @@ func (d *Directory) Watch(ctx context.Context, fromVersion uint64, fn func(*Snap
 			}
 			last = st.version
 		}
+		if d.afterWatchRead != nil {
+			d.afterWatchRead()
+		}
 		err = d.follow(ctx, st, rev+1, &last, fn)
 		if errors.Is(err, errCompacted) {
 			d.lg.Info("directory watch fell behind compaction; resending the full table", "last_version", last)
