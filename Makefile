@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 TOOLS := $(CURDIR)/bin/tools
 
-.PHONY: all build test bench e2e demo proto tools fuzz help clean certs
+.PHONY: all build test bench bench-compare e2e demo proto tools fuzz help clean certs
 
 all: build
 
@@ -26,6 +26,9 @@ test: ## vet + unit + integration tests (race detector), as CI runs them
 
 bench: ## run the Go benchmarks; output is benchstat input
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 30m ./... | tee bench.txt
+
+bench-compare: ## side-by-side benchmarks against peer libraries (issue 10): writes bench/RESULTS.md, ~2 min
+	cd bench && GO=$(GO) ./compare.sh
 
 tools: ## install protoc (Debian protobuf-compiler) and the pinned Go generators into bin/tools
 	@command -v protoc >/dev/null || { apt-get install -y protobuf-compiler || { apt-get update && apt-get install -y protobuf-compiler; }; }
