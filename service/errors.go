@@ -1,0 +1,61 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/mover"
+)
+
+// ErrInvalidConfig is returned for a Config that cannot work.
+var ErrInvalidConfig = errors.New("service: invalid config")
+
+// codeOf maps the errors of directory and mover onto gRPC codes. It is the
+// one place that does, so every RPC answers the same error the same way.
+var codeOf = []struct {
+	err  error
+	code codes.Code
+}{
+	{directory.ErrInvalid, codes.InvalidArgument},
+	{mover.ErrInvalid, codes.InvalidArgument},
+	{mover.ErrBadPlan, codes.InvalidArgument},
+	{directory.ErrNotFound, codes.NotFound},
+	{mover.ErrNotFound, codes.NotFound},
+	{directory.ErrAlreadyBootstrapped, codes.AlreadyExists},
+	{directory.ErrPrecondition, codes.FailedPrecondition},
+	{mover.ErrPrecondition, codes.FailedPrecondition},
+	{directory.ErrNotBootstrapped, codes.FailedPrecondition},
+	{directory.ErrNoSchema, codes.FailedPrecondition},
+	{directory.ErrSchemaTooNew, codes.FailedPrecondition},
+	{directory.ErrConflict, codes.Aborted},
+	{directory.ErrUnavailable, codes.Unavailable},
+	{ErrClosed, codes.Unavailable},
+	{context.DeadlineExceeded, codes.DeadlineExceeded},
+	{context.Canceled, codes.Canceled},
+}
+
+// toStatus turns err into a gRPC status error with a one-line message. A
+// status error passes through; anything unknown is Internal.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	for _, c := range codeOf {
+		if errors.Is(err, c.err) {
+			return status.Error(c.code, msg)
+		}
+	}
+	return status.Error(codes.Internal, msg)
+}
+
+// invalid is an InvalidArgument for a malformed request.
+func invalid(msg string) error { return status.Error(codes.InvalidArgument, msg) }
