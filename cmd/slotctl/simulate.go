@@ -44,12 +44,17 @@ and the fewest/most keys on one server before and after:
   ring         a consistent-hash ring with --vnodes points per server
                (points at hash("server{s}#{r}")), once per --vnodes entry
   fixed slots  slotd: key -> one of 16384 slots (xxhash, whatever --hash says);
-               slots bootstrapped from the ring, then the planner's
-               minimum-move plan for the new node set
+               slots bootstrapped from the ring and balanced by the planner,
+               then the planner's minimum-move plan for the new node set
 
-"only to new" says whether every moved key went to an added server. No
-server is needed. With --hash md5 and the defaults it reproduces the table
-of seed 001 (79.9% / 9.0% / 22.4%).`,
+With --hash seed000 the ring points are seed 000's, for node numbers. "only to
+new" says whether every moved key went to an added server. No server is
+needed. With --hash md5 and the defaults it reproduces the table of seed 001
+(79.9% / 9.0% / 22.4%).
+
+-o json prints {"keys","nodes","add","hash","ideal_moved_pct","rows":[{"scheme",
+"vnodes","moved_pct","moved_keys","before":{"min","max"},"after":{"min","max"},
+"only_to_new"}]}; rows: mod N, then ring per --vnodes entry, then fixed slots.`,
 		Example: `  slotctl simulate --keys 100000 --nodes 4 --add 1 --vnodes 1,100 --hash md5
   slotctl simulate --nodes 10 --add 2 --vnodes 128 -o json`,
 		Args: cobra.NoArgs,
