@@ -12,6 +12,7 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
+	"github.com/slotd/slotd/slots"
 	"google.golang.org/grpc"
 	gbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/keepalive"
@@ -179,7 +180,7 @@ func (c *Client) Route(key []byte) (slotmap.Route, error) {
 	if m == nil {
 		return slotmap.Route{}, ErrNoMap
 	}
-	r := m.Route(key)
+	r := m.RouteSlot(slots.ForKey(key)) // RouteSlot inlines; Route would not
 	if !r.OK() {
 		return r, ErrNoMap
 	}
@@ -192,7 +193,7 @@ func (c *Client) RouteString(key string) (slotmap.Route, error) {
 	if m == nil {
 		return slotmap.Route{}, ErrNoMap
 	}
-	r := m.RouteString(key)
+	r := m.RouteSlot(slots.ForString(key))
 	if !r.OK() {
 		return r, ErrNoMap
 	}
