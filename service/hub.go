@@ -70,11 +70,11 @@ type Hub struct {
 	lg  *slog.Logger
 	m   *metrics
 
-	mu      sync.Mutex      // guards recent, changed and closed
-	recent  []*version      // newest last, at most cfg.Keep; recent[i].from == recent[i-1].m.Version() when recent[i].delta != nil
-	changed chan struct{}   // closed and replaced on every publish and on close
-	closed  bool            // set when Run returns: subscribers end
-	runOnce sync.Once       // Run runs once
+	mu      sync.Mutex    // guards recent, changed and closed
+	recent  []*version    // newest last, at most cfg.Keep; recent[i].from == recent[i-1].m.Version() when recent[i].delta != nil
+	changed chan struct{} // closed and replaced on every publish and on close
+	closed  bool          // set when Run returns: subscribers end
+	runOnce sync.Once     // Run runs once
 }
 
 // NewHub returns a hub; Run makes it follow the directory.

@@ -1,0 +1,22 @@
+package service
+
+import "github.com/slotd/slotd/auth"
+
+// Policy returns who may call what on a slotd server: reading and watching
+// the map (and the read-only Admin calls) needs read; every other Admin call
+// needs admin; store nodes register and heartbeat with store; health is
+// public. Reflection describes the API, so it needs read too.
+func Policy() *auth.Policy {
+	return auth.NewPolicy().
+		Require("/slotd.v1.Directory/*", auth.RoleRead).
+		Require("/slotd.v1.Admin/*", auth.RoleAdmin).
+		Require("/slotd.v1.Admin/Status", auth.RoleRead).
+		Require("/slotd.v1.Admin/GetPlan", auth.RoleRead).
+		Require("/slotd.v1.Admin/ListPlans", auth.RoleRead).
+		Require("/slotd.v1.Admin/History", auth.RoleRead).
+		Require("/slotd.v1.Admin/RegisterNode", auth.RoleStore, auth.RoleAdmin).
+		Require("/slotd.v1.Admin/Heartbeat", auth.RoleStore).
+		Require("/grpc.reflection.v1.ServerReflection/*", auth.RoleRead).
+		Require("/grpc.reflection.v1alpha.ServerReflection/*", auth.RoleRead).
+		Public("/grpc.health.v1.Health/*")
+}
