@@ -3,6 +3,7 @@ package directory
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -154,3 +155,7 @@ func (d *Directory) ReindexNodes(ctx context.Context, by string) (uint64, error)
 		return nil
 	})
 }
+
+// Logger returns the directory's logger, for the code that drives these
+// primitives (migrations) to log alongside.
+func (d *Directory) Logger() *slog.Logger { return d.lg }

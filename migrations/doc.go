@@ -1,0 +1,23 @@
+// Package migrations upgrades the directory's etcd schema: an ordered list
+// of idempotent steps, each turning schema N-1 into N, applied under an etcd
+// lock so that several slotd processes starting together apply each step
+// once. A binary refuses to run against a schema newer than its newest step.
+//
+// The steps act only through directory primitives (directory.InitLayout,
+// directory.ReindexNodes, ...): the directory stays the only code that knows
+// the etcd keys.
+//
+// Usage, at process start before anything else uses the directory:
+//
+//	d, err := directory.New(directory.Config{Client: cli})
+//	if err != nil { ... }
+//	applied, err := migrations.Apply(ctx, d)
+//	if errors.Is(err, migrations.ErrSchemaTooNew) {
+//		// refuse to start: the message names the schema found and the
+//		// newest this binary supports
+//	}
+//
+// Adding a schema version: bump directory.SchemaVersion, add the directory
+// primitive the step needs, and append a Migration with the next Version to
+// defaultSteps.
+package migrations
