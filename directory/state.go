@@ -210,15 +210,6 @@ func (st *state) encodeChunk(i int) []byte {
 	return b
 }
 
-// byIndex maps node indexes to records.
-func (st *state) byIndex() map[uint16]*nodeRec {
-	m := make(map[uint16]*nodeRec, len(st.nodes))
-	for _, n := range st.nodes {
-		m[n.Index] = n
-	}
-	return m
-}
-
 // ownerOf returns the record of the owner of slot s, or nil.
 func (st *state) ownerOf(s uint16) *nodeRec {
 	idx := st.owners[s]
