@@ -12,7 +12,12 @@
 //			t.Fatal(err)
 //		}
 //		c.Restart(t) // same data dir and ports; cli reconnects
+//		c.Compact(t) // compact to the current revision, for watch tests
+//		other := c.NewClient(t) // a second connection, as another process
 //	}
+//
+// Tests skip fsync by default; benchmarks that claim production latencies
+// pass etcdtest.WithFsync().
 //
 // The member logs nothing unless ETCDTEST_LOG is set in the environment
 // (then errors go to stderr).
