@@ -409,7 +409,7 @@ func (s *AdminServer) Status(ctx context.Context, _ *slotdv1.StatusRequest) (*sl
 		}
 		copied = map[string]int64{}
 		for _, p := range s.cfg.Mover.InFlight() {
-			copied[p.MoveID] = p.BytesCopied
+			copied[p.MoveID] = p.Bytes
 		}
 	}
 	if snap != nil {

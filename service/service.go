@@ -20,21 +20,16 @@ const (
 	DefaultCatchUpWait  = 2 * time.Second
 )
 
-// MoveProgress is the live progress of a move the local mover is copying.
-type MoveProgress struct {
-	MoveID      string
-	Slot        int
-	BytesCopied int64
-}
-
 // MoverStatus is what Status asks the mover executor running in this
 // process: who leads, and how far the moves it copies have got.
 type MoverStatus interface {
 	// Leader returns the id of the elected mover, "" when none is.
 	Leader(ctx context.Context) (string, error)
 	// InFlight returns the moves this process is copying now.
-	InFlight() []MoveProgress
+	InFlight() []mover.MoveProgress
 }
+
+var _ MoverStatus = (*mover.Executor)(nil)
 
 // Config configures a Service.
 type Config struct {
