@@ -77,12 +77,29 @@ type Executor struct {
 
 	leader   atomic.Bool
 	throttle atomic.Int64 // donor rate in force; -1 before the first read
+	// latest is the newest table seen by the leader's watch; moves check
+	// against it and BeginMove re-checks against etcd.
+	latest atomic.Pointer[directory.Snapshot]
+	// plansDirty says a plan record changed since plans was read.
+	plansDirty atomic.Bool
+
+	// Owned by the plan loop goroutine only:
+	plans     []*Plan                 // last read plan records, updated in memory
+	pending   map[string]map[int]done // move results not yet written, by plan
+	lastFlush time.Time
 
 	mu       sync.Mutex // guards inflight and cleanups
 	inflight *MoveProgress
 	cleanups []cleanup
 
 	wake chan struct{} // plans or throttle changed
+}
+
+// done is a move's result waiting to be written to its plan record.
+type done struct {
+	status MoveStatus
+	msg    string
+	at     time.Time
 }
 
 // cleanup is store-side work left after a move: dropping a handed-off or
@@ -121,8 +138,9 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 		cfg.Backoff = 100 * time.Millisecond
 	}
 	e := &Executor{cfg: cfg, dir: cfg.Directory, ctl: cfg.Control, lg: cfg.Logger.With("mover", cfg.Name),
-		m: newMetrics(cfg.Registerer), wake: make(chan struct{}, 1)}
+		m: newMetrics(cfg.Registerer), wake: make(chan struct{}, 1), pending: map[string]map[int]done{}}
 	e.throttle.Store(-1)
+	e.plansDirty.Store(true)
 	return e, nil
 }
 
@@ -218,8 +236,17 @@ func (e *Executor) campaign(ctx context.Context) error {
 // cleanup loop, 4. liveness; errgroup waits for all of them.
 func (e *Executor) lead(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
+	e.latest.Store(nil)
+	e.plansDirty.Store(true)
 	g.Go(func() error {
-		return ignoreCanceled(e.dir.WatchPlans(gctx, func(string) { e.notify() }))
+		return ignoreCanceled(e.dir.WatchPlans(gctx, func(string) { e.plansDirty.Store(true); e.notify() }))
+	})
+	g.Go(func() error {
+		return ignoreCanceled(e.dir.Watch(gctx, 0, func(s *directory.Snapshot) error {
+			e.latest.Store(s)
+			e.m.observeTable(s)
+			return nil
+		}))
 	})
 	g.Go(func() error {
 		return ignoreCanceled(e.dir.WatchThrottle(gctx, e.setThrottle))
@@ -324,18 +351,32 @@ func (e *Executor) planLoop(ctx context.Context) error {
 // applying plan, or run the next move of the applying plan. It reports
 // whether it did anything.
 func (e *Executor) step(ctx context.Context) (bool, error) {
-	snap, err := e.dir.Snapshot(ctx)
-	if err != nil {
-		return false, err
+	snap := e.latest.Load()
+	if snap == nil {
+		var err error
+		if snap, err = e.dir.Snapshot(ctx); err != nil {
+			return false, err
+		}
 	}
-	e.m.observeTable(snap)
-	plans, err := e.ctl.List(ctx)
-	if err != nil {
-		return false, err
+	if e.plansDirty.Swap(false) || e.plans == nil {
+		plans, err := e.ctl.List(ctx)
+		if err != nil {
+			e.plansDirty.Store(true)
+			return false, err
+		}
+		// Results not yet written stay applied to the fresh records.
+		for _, p := range plans {
+			for i, d := range e.pending[p.ID] {
+				if i < len(p.Moves) {
+					p.Moves[i].Status, p.Moves[i].Error = d.status, d.msg
+				}
+			}
+		}
+		e.plans = plans
 	}
 	byID := map[string]*Plan{}
 	var active *Plan
-	for _, p := range plans {
+	for _, p := range e.plans {
 		byID[p.ID] = p
 		if p.State == StateApplying && active == nil {
 			active = p
@@ -352,7 +393,10 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 		if err := e.settle(ctx, snap, mv, byID[mv.PlanID]); err != nil {
 			return false, err
 		}
-		return true, nil
+		return true, e.flush(ctx, true)
+	}
+	if err := e.flush(ctx, false); err != nil {
+		return false, err
 	}
 	if active == nil {
 		e.m.bytesRemaining.Set(0)
@@ -362,16 +406,17 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 	if i < 0 {
 		return true, e.finish(ctx, active)
 	}
+	pr := active.Progress()
+	e.m.bytesRemaining.Set(float64(max(pr.Bytes-pr.BytesDone, 0)))
 	return true, e.runMove(ctx, snap, active, i)
 }
 
 // finish marks an applying plan with nothing left as done.
 func (e *Executor) finish(ctx context.Context, p *Plan) error {
-	err := e.ctl.update(ctx, p.ID, func(q *Plan) error {
+	err := e.writePlan(ctx, p.ID, func(q *Plan) {
 		if q.State == StateApplying && q.next() < 0 {
 			q.State = StateDone
 		}
-		return nil
 	})
 	if err == nil {
 		pr := p.Progress()
@@ -388,7 +433,7 @@ func (e *Executor) settle(ctx context.Context, snap *directory.Snapshot, mv dire
 	}
 	if mv.Phase == directory.PhaseFenced && (p == nil || !p.AbortCurrent || p.State == StateCancelled) {
 		e.lg.Info("finishing fenced move left in flight", "slot", mv.Slot.Int(), "move", mv.MoveID, "plan", mv.PlanID)
-		res, err := e.transfer(ctx, snap, mv, src, dst, StepFenced)
+		res, err := e.transfer(ctx, mv, src, dst, StepFenced)
 		if err == nil {
 			e.committed(ctx, mv, src, res)
 			return e.recordMove(ctx, p, mv.MoveID, MoveDone, "")
@@ -464,17 +509,28 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 		return e.pausePlan(ctx, p, err.Error())
 	}
 	step := StepCopy
+	fresh := false
 	if !inFlight {
 		m, err := e.dir.BeginMove(ctx, directory.MoveSpec{
 			Slot: slot, From: pm.From, To: pm.To, MoveID: moveID, PlanID: p.ID, Reason: pm.Reason, By: "mover/" + e.cfg.Name,
 		})
 		if err != nil {
 			if errors.Is(err, directory.ErrPrecondition) || errors.Is(err, directory.ErrNotFound) || errors.Is(err, directory.ErrInvalid) {
+				// The watched table may lag etcd: decide on a fresh read.
+				fresh, ferr := e.dir.Snapshot(ctx)
+				if ferr != nil {
+					return ferr
+				}
+				if _, busy := fresh.Move(slot); !busy && fresh.Owner(slot) == pm.To {
+					e.m.moves.WithLabelValues("skipped").Inc()
+					return e.recordMove(ctx, p, moveID, MoveDone, "")
+				}
 				return e.pausePlan(ctx, p, fmt.Sprintf("cannot begin move of slot %d: %v", pm.Slot, err))
 			}
 			return err
 		}
 		mv = *m
+		fresh = true
 	} else {
 		step = stepOf(mv.Phase)
 		e.lg.Info("resuming move", "slot", pm.Slot, "move", moveID, "phase", mv.Phase)
@@ -487,7 +543,7 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 	defer cancelMove()
 	var fencing atomic.Bool
 	stopWatch := e.watchPlanWhileMoving(moveCtx, p.ID, &fencing, cancelMove)
-	res, err := e.transferWith(moveCtx, snap, mv, src, dst, step, &fencing)
+	res, err := e.transferWith(moveCtx, mv, src, dst, step, fresh, &fencing)
 	stopWatch()
 	if err == nil {
 		e.committed(ctx, mv, src, res)
@@ -571,12 +627,12 @@ func (e *Executor) watchPlanWhileMoving(ctx context.Context, planID string, fenc
 }
 
 // transfer runs the protocol for mv without pause watching.
-func (e *Executor) transfer(ctx context.Context, snap *directory.Snapshot, mv directory.Move, src, dst storeEnd, step Step) (Result, error) {
+func (e *Executor) transfer(ctx context.Context, mv directory.Move, src, dst storeEnd, step Step) (Result, error) {
 	var fencing atomic.Bool
-	return e.transferWith(ctx, snap, mv, src, dst, step, &fencing)
+	return e.transferWith(ctx, mv, src, dst, step, false, &fencing)
 }
 
-func (e *Executor) transferWith(ctx context.Context, _ *directory.Snapshot, mv directory.Move, src, dst storeEnd, step Step, fencing *atomic.Bool) (Result, error) {
+func (e *Executor) transferWith(ctx context.Context, mv directory.Move, src, dst storeEnd, step Step, fresh bool, fencing *atomic.Bool) (Result, error) {
 	prog := &MoveProgress{PlanID: mv.PlanID, MoveID: mv.MoveID, Slot: mv.Slot.Int(), From: mv.From, To: mv.To, Phase: string(mv.Phase), Started: time.Now()}
 	e.mu.Lock()
 	e.inflight = prog
@@ -590,7 +646,7 @@ func (e *Executor) transferWith(ctx context.Context, _ *directory.Snapshot, mv d
 	j := &journal{e: e, mv: mv, prog: prog, fencing: fencing}
 	t := &Transfer{
 		Slot: mv.Slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c,
-		Rate: e.rate(ctx), Journal: j, Verify: e.cfg.Verify,
+		Rate: e.rate(ctx), Journal: j, Verify: e.cfg.Verify, Fresh: fresh,
 		Progress: func(b, k int) {
 			e.mu.Lock()
 			prog.Bytes += int64(b)
@@ -756,37 +812,90 @@ func (e *Executor) runCleanup(ctx context.Context, c cleanup) error {
 	return err
 }
 
-// recordMove writes one move's status into the plan record.
+// recordMove notes one move's result in the cached plan, and writes the
+// plan record when ProgressInterval has passed since the last write: a
+// plan of thousands of small moves must not rewrite its record each time.
+// A result lost with a crash is found again: the next leader sees the slot
+// owned by the target and marks the move done.
 func (e *Executor) recordMove(ctx context.Context, p *Plan, moveID string, st MoveStatus, msg string) error {
 	if p == nil {
 		return nil
 	}
-	err := e.ctl.update(ctx, p.ID, func(q *Plan) error {
-		for i := range q.Moves {
-			if fmt.Sprintf("%s.%d", q.ID, i) != moveID {
+	i := -1
+	for k := range p.Moves {
+		if fmt.Sprintf("%s.%d", p.ID, k) == moveID {
+			i = k
+			break
+		}
+	}
+	if i < 0 {
+		return nil
+	}
+	d := done{status: st, msg: msg, at: time.Now().UTC()}
+	p.Moves[i].Status, p.Moves[i].Error = st, msg
+	if e.pending[p.ID] == nil {
+		e.pending[p.ID] = map[int]done{}
+	}
+	e.pending[p.ID][i] = d
+	return e.flush(ctx, false)
+}
+
+// flush writes pending move results if due (or now, with force).
+func (e *Executor) flush(ctx context.Context, force bool) error {
+	if len(e.pending) == 0 || (!force && time.Since(e.lastFlush) < e.cfg.ProgressInterval) {
+		return nil
+	}
+	for id := range e.pending {
+		if err := e.writePlan(ctx, id, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writePlan rewrites plan id's record with the pending results and then
+// edit (may be nil), by compare-and-swap.
+func (e *Executor) writePlan(ctx context.Context, id string, edit func(*Plan)) error {
+	pend := e.pending[id]
+	err := e.ctl.update(ctx, id, func(q *Plan) error {
+		for i, d := range pend {
+			if i >= len(q.Moves) {
 				continue
 			}
 			m := &q.Moves[i]
-			m.Status, m.MoveID, m.Error = st, moveID, msg
-			if st == MoveDone || st == MoveAborted {
-				m.Finished = time.Now().UTC()
+			m.Status, m.Error, m.MoveID = d.status, d.msg, fmt.Sprintf("%s.%d", id, i)
+			if d.status == MoveDone || d.status == MoveAborted {
+				m.Finished = d.at
 			}
 		}
-		pr := q.Progress()
-		e.m.bytesRemaining.Set(float64(max(pr.Bytes-pr.BytesDone, 0)))
+		if edit != nil {
+			edit(q)
+		}
 		return nil
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	delete(e.pending, id)
+	e.lastFlush = time.Now()
+	if edit != nil {
+		// Keep the cached record in step until the watch brings the new one.
+		for _, p := range e.plans {
+			if p.ID == id {
+				edit(p)
+			}
+		}
+	}
+	return nil
 }
 
 // pausePlan pauses an applying plan on its own, saying why.
 func (e *Executor) pausePlan(ctx context.Context, p *Plan, reason string) error {
 	e.lg.Warn("pausing plan", "plan", p.ID, "reason", reason)
-	return e.ctl.update(ctx, p.ID, func(q *Plan) error {
+	return e.writePlan(ctx, p.ID, func(q *Plan) {
 		if q.State == StateApplying {
 			q.State, q.Error = StatePaused, reason
 		}
-		return nil
 	})
 }
 

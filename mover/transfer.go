@@ -80,6 +80,9 @@ type Transfer struct {
 	// Fenced, if set, is called when the source is fenced; Committed's
 	// caller measures the cutover pause from it.
 	Fenced func()
+	// Fresh says the move was just begun, so the target holds nothing of it
+	// and asking it where to resume would be a wasted round trip.
+	Fresh bool
 
 	batchSeq   uint64 // last snapshot batch applied on the target
 	lastChange uint64 // last change seq applied on the target
@@ -103,9 +106,13 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 	if t.MaxCatchUpRounds == 0 {
 		t.MaxCatchUpRounds = 20
 	}
-	st, err := t.Target.ImportStatus(ctx, &slotdv1.ImportStatusRequest{Slot: t.slot(), MoveId: t.MoveID})
-	if err != nil {
-		return res, fmt.Errorf("import status on target: %w", err)
+	st := &slotdv1.ImportStatusResponse{}
+	if !t.Fresh || from != StepCopy {
+		var err error
+		st, err = t.Target.ImportStatus(ctx, &slotdv1.ImportStatusRequest{Slot: t.slot(), MoveId: t.MoveID})
+		if err != nil {
+			return res, fmt.Errorf("import status on target: %w", err)
+		}
 	}
 	t.batchSeq, t.lastChange = st.LastBatchSeq, max(st.LastChangeSeq, st.SnapshotSeq)
 	if from == StepCopy && !st.SnapshotDone {

@@ -1,0 +1,163 @@
+package mover
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slotd/slotd/client/node"
+	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/slots"
+)
+
+// benchCluster is a two-node cluster with an executor that is not running
+// (the benchmarks drive moves directly, one at a time, as the plan loop does).
+func benchCluster(b *testing.B) (*cluster, *Executor) {
+	c := newClusterTB(b, 2)
+	e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "bench", Logger: testLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.throttle.Store(0) // unlimited unless a benchmark sets it
+	return c, e
+}
+
+// moveOnce runs one move of slot from -> to end to end (begin, copy,
+// catch-up, fence, drain, commit) and returns its duration and the
+// cutover pause (fence to commit).
+func moveOnce(ctx context.Context, b *testing.B, c *cluster, e *Executor, slot slots.Slot, from, to string) (total, cutover time.Duration, res Result) {
+	start := time.Now()
+	mv, err := c.dir.BeginMove(ctx, directory.MoveSpec{Slot: slot, From: from, To: to, By: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap, err := c.dir.Snapshot(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	src, dst, err := e.endpoints(snap, from, to)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var fencing atomic.Bool
+	var fencedAt time.Time
+	j := &journal{e: e, mv: *mv, prog: &MoveProgress{}, fencing: &fencing}
+	tr := &Transfer{Slot: slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c, Rate: e.rate(ctx), Journal: j,
+		Fenced: func() { fencedAt = time.Now() }}
+	res, err = tr.Run(ctx, StepCopy)
+	if err != nil {
+		b.Fatal(err)
+	}
+	total = time.Since(start)
+	e.committed(ctx, *mv, src, res)
+	return total, j.committedAt.Sub(fencedAt), res
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// BenchmarkEmptySlotMove measures the per-slot control overhead: a move
+// of a slot holding no data, end to end, with its etcd transactions and
+// RPCs. Reports p50/p99 of the move and of the cutover pause.
+func BenchmarkEmptySlotMove(b *testing.B) {
+	c, e := benchCluster(b)
+	snap, _ := c.dir.Snapshot(c.ctx)
+	mine := snap.SlotsOf("n1")
+	var todo []slots.Slot
+	for s := range mine.All() {
+		todo = append(todo, s)
+	}
+	var totals, cutovers []time.Duration
+	i := 0
+	for b.Loop() {
+		if i >= len(todo) {
+			b.Fatal("out of slots")
+		}
+		tot, cut, _ := moveOnce(c.ctx, b, c, e, todo[i], "n1", "n2")
+		totals = append(totals, tot)
+		cutovers = append(cutovers, cut)
+		i++
+	}
+	b.ReportMetric(float64(quantile(totals, 0.5).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(quantile(totals, 0.99).Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(quantile(cutovers, 0.5).Microseconds())/1000, "cutover-p50-ms")
+	b.ReportMetric(float64(quantile(cutovers, 0.99).Microseconds())/1000, "cutover-p99-ms")
+}
+
+// fillSlot writes n keys of size bytes into slot on node kn directly
+// through its engine (a load, not client writes).
+func fillSlot(b *testing.B, kn *kvNode, slot slots.Slot, n, size int) {
+	val := make([]byte, size)
+	batch := make([]node.Mutation, 0, 1000)
+	keys := keysInSlots(map[int]bool{slot.Int(): true}, n)
+	for i, k := range keys {
+		batch = append(batch, node.Mutation{Key: k, Value: val})
+		if len(batch) == cap(batch) || i == len(keys)-1 {
+			if err := kn.srv.Engine().Apply(context.Background(), slot, batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+}
+
+// BenchmarkMoveThroughput moves one full slot unthrottled and reports
+// MB/s and keys/s.
+func BenchmarkMoveThroughput(b *testing.B) {
+	for _, tc := range []struct {
+		name       string
+		keys, size int
+	}{{"100000x100B", 100_000, 100}, {"20000x1KiB", 20_000, 1024}} {
+		b.Run(tc.name, func(b *testing.B) {
+			c, e := benchCluster(b)
+			snap, _ := c.dir.Snapshot(c.ctx)
+			var slot slots.Slot
+			mine := snap.SlotsOf("n1")
+			for s := range mine.All() {
+				slot = s
+				break
+			}
+			fillSlot(b, c.nodes["n1"], slot, tc.keys, tc.size)
+			from, to := "n1", "n2"
+			var secs, bytes, keys float64
+			var cut []time.Duration
+			for b.Loop() {
+				tot, cu, res := moveOnce(c.ctx, b, c, e, slot, from, to)
+				secs += tot.Seconds()
+				bytes += float64(res.Bytes)
+				keys += float64(res.Keys)
+				cut = append(cut, cu)
+				// Move it back next time, once the old copy is dropped.
+				c.eventually(60*time.Second, "source copy dropped", func() error {
+					e.mu.Lock()
+					todo := e.cleanups
+					e.cleanups = nil
+					e.mu.Unlock()
+					var left []cleanup
+					for _, cl := range todo {
+						if err := e.runCleanup(c.ctx, cl); err != nil {
+							left = append(left, cl)
+						}
+					}
+					e.mu.Lock()
+					e.cleanups = append(left, e.cleanups...)
+					e.mu.Unlock()
+					if len(left) > 0 {
+						return fmt.Errorf("%d clean-ups left", len(left))
+					}
+					return nil
+				})
+				from, to = to, from
+			}
+			b.ReportMetric(bytes/secs/1e6, "MB/s")
+			b.ReportMetric(keys/secs, "keys/s")
+			b.ReportMetric(float64(quantile(cut, 0.5).Microseconds())/1000, "cutover-p50-ms")
+		})
+	}
+}

@@ -1,0 +1,512 @@
+package mover
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	slotdv1 "github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/slots"
+)
+
+// keysInSlots returns perSlot keys for each slot of set.
+func keysInSlots(set map[int]bool, perSlot int) [][]byte {
+	count := map[int]int{}
+	var out [][]byte
+	for i := 0; len(out) < perSlot*len(set); i++ {
+		k := fmt.Appendf(nil, "key:%d", i)
+		s := slots.ForKey(k).Int()
+		if set[s] && count[s] < perSlot {
+			count[s]++
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// writer keeps writing increasing values to keys until stop, and records
+// the last acknowledged value of each.
+type writer struct {
+	mu    sync.Mutex // guards acked
+	acked map[string][]byte
+	n     int
+	wg    sync.WaitGroup
+	stop  chan struct{}
+	err   error
+}
+
+func startWriter(c *cluster, keys [][]byte) *writer {
+	w := &writer{acked: map[string][]byte{}, stop: make(chan struct{})}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		for round := 0; ; round++ {
+			for _, k := range keys {
+				select {
+				case <-w.stop:
+					return
+				default:
+				}
+				v := fmt.Appendf(nil, "v%06d-%s", round, k)
+				if err := c.put(c.ctx, k, v); err != nil {
+					w.err = err
+					return
+				}
+				w.mu.Lock()
+				w.acked[string(k)] = v
+				w.n++
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return w
+}
+
+func (w *writer) finish(t *testing.T) {
+	t.Helper()
+	close(w.stop)
+	w.wg.Wait()
+	if w.err != nil {
+		t.Fatalf("writer: %v", w.err)
+	}
+}
+
+// checkAcked asserts every acknowledged write reads back from the owner.
+func checkAcked(t *testing.T, c *cluster, w *writer) {
+	t.Helper()
+	for k, v := range w.acked {
+		got, err := c.get([]byte(k))
+		if err != nil {
+			t.Fatalf("get %q: %v", k, err)
+		}
+		if !bytes.Equal(got, v) {
+			t.Fatalf("lost write: %q = %q, last acknowledged %q", k, got, v)
+		}
+	}
+}
+
+func TestPlanAddNodeUnderWrites(t *testing.T) {
+	c := newCluster(t, 3)
+	c.startExecutor("a")
+	c.addNode("n4")
+	before, _ := c.dir.Snapshot(c.ctx)
+	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: 24, Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Moves) != 24 {
+		t.Fatalf("%d moves, want 24", len(p.Moves))
+	}
+	moving := map[int]bool{}
+	for _, m := range p.Moves {
+		moving[m.Slot] = true
+		if m.To != "n4" {
+			t.Fatalf("move to %s, want every move onto the new node", m.To)
+		}
+	}
+	keys := keysInSlots(moving, 8)
+	for _, k := range keys {
+		if err := c.put(c.ctx, k, []byte("initial")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := startWriter(c, keys)
+	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	done := c.waitPlan(p.ID, StateDone)
+	w.finish(t)
+	checkAcked(t, c, w)
+	after, _ := c.dir.Snapshot(c.ctx)
+	if after.Version <= before.Version {
+		t.Fatalf("version %d -> %d", before.Version, after.Version)
+	}
+	for _, m := range done.Moves {
+		if m.Status != MoveDone {
+			t.Fatalf("slot %d: status %s", m.Slot, m.Status)
+		}
+		if o := after.Owner(slots.MustNew(m.Slot)); o != "n4" {
+			t.Fatalf("slot %d owned by %s after the plan", m.Slot, o)
+		}
+	}
+	if got := after.Counts()["n4"]; got != 24 {
+		t.Fatalf("n4 owns %d slots, want 24", got)
+	}
+	if len(after.Moves) != 0 {
+		t.Fatalf("%d moves still in flight", len(after.Moves))
+	}
+	t.Logf("%d writes acknowledged during the plan", w.n)
+}
+
+func TestRollbackRestoresOwners(t *testing.T) {
+	c := newCluster(t, 3)
+	c.startExecutor("a")
+	c.addNode("n4")
+	before, _ := c.dir.Snapshot(c.ctx)
+	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: 10, Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moving := map[int]bool{}
+	for _, m := range p.Moves {
+		moving[m.Slot] = true
+	}
+	keys := keysInSlots(moving, 4)
+	for _, k := range keys {
+		if err := c.put(c.ctx, k, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPlan(p.ID, StateDone)
+	if _, err := c.ctl.Rollback(c.ctx, p.ID, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPlan("rb-"+p.ID, StateDone)
+	after, _ := c.dir.Snapshot(c.ctx)
+	for s := range slots.Count {
+		sl := slots.MustNew(s)
+		if before.Owner(sl) != after.Owner(sl) {
+			t.Fatalf("slot %d: owner %s before, %s after rollback", s, before.Owner(sl), after.Owner(sl))
+		}
+	}
+	if after.Version <= before.Version {
+		t.Fatalf("rollback did not advance the version: %d -> %d", before.Version, after.Version)
+	}
+	for _, k := range keys {
+		if v, err := c.get(k); err != nil || string(v) != "x" {
+			t.Fatalf("%q = %q, %v after rollback", k, v, err)
+		}
+	}
+	old, _ := c.ctl.Get(c.ctx, p.ID)
+	if old.State != StateRolledBack || old.RolledBackBy != "rb-"+p.ID {
+		t.Fatalf("old plan %s rolled back by %q", old.State, old.RolledBackBy)
+	}
+	if _, err := c.ctl.Rollback(c.ctx, p.ID, "test", ""); !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("second rollback: %v, want ErrPrecondition", err)
+	}
+}
+
+// failJournal records phases like the executor's, but fails on request.
+type failJournal struct {
+	dir    *directory.Directory
+	mv     *directory.Move
+	failAt string // "catchup", "fencing" or "commit"
+}
+
+func (j *failJournal) CatchingUp(ctx context.Context) error {
+	if j.failAt == "catchup" {
+		return errStop
+	}
+	_, err := j.dir.AdvanceMove(ctx, j.mv.Slot, j.mv.MoveID, directory.PhaseCatchup)
+	return err
+}
+
+func (j *failJournal) Fencing(ctx context.Context) error {
+	if _, err := j.dir.AdvanceMove(ctx, j.mv.Slot, j.mv.MoveID, directory.PhaseFenced); err != nil {
+		return err
+	}
+	if j.failAt == "fencing" {
+		return errStop
+	}
+	return nil
+}
+
+func (j *failJournal) Commit(ctx context.Context) (uint64, error) {
+	if j.failAt == "commit" {
+		return 0, errStop
+	}
+	return j.dir.CommitMove(ctx, j.mv.Slot, j.mv.MoveID, "test")
+}
+
+// TestAbortAtEachPhase interrupts a move in the copy, in catch-up, and
+// with the source fenced, then aborts it: the source stays the owner and
+// keeps every write, and the target ends up with no data of the slot.
+func TestAbortAtEachPhase(t *testing.T) {
+	cases := []struct {
+		name string
+		// interrupt is called with the transfer's context cancel, after
+		// each batch applied on the target (kind "snapshot" or "changes").
+		cancelOn string
+		failAt   string
+	}{
+		{name: "copy", cancelOn: "snapshot"},
+		{name: "catch-up", cancelOn: "changes"},
+		{name: "fenced", failAt: "commit"},
+	}
+	c := newCluster(t, 2)
+	c.addNode("n3")
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			snap, _ := c.dir.Snapshot(c.ctx)
+			// A slot of n1 with data, a different one per case.
+			slot := slots.MustNew(0)
+			for s := i * 100; s < slots.Count; s++ {
+				if snap.Owner(slots.MustNew(s)) == "n1" {
+					slot = slots.MustNew(s)
+					break
+				}
+			}
+			keys := keysInSlots(map[int]bool{slot.Int(): true}, 200)
+			for _, k := range keys {
+				if err := c.put(c.ctx, k, bytes.Repeat([]byte("v"), 512)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			src, dst := c.nodes["n1"], c.nodes["n3"]
+			srcC, _ := c.pool.Client(src.addr)
+			dstC, _ := c.pool.Client(dst.addr)
+			mv, err := c.dir.BeginMove(c.ctx, directory.MoveSpec{Slot: slot, From: "n1", To: "n3", MoveID: "abort-" + tc.name, By: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(c.ctx)
+			defer cancel()
+			batches := 0
+			tr := &Transfer{
+				Slot: slot, MoveID: mv.MoveID, Source: srcC, Target: dstC, MaxBatchBytes: 8 << 10,
+				Journal: &failJournal{dir: c.dir, mv: mv, failAt: tc.failAt},
+				Progress: func(b, k int) {
+					batches++
+					if tc.cancelOn == "snapshot" && batches == 2 {
+						cancel()
+					}
+					if tc.cancelOn == "changes" && batches == 2 {
+						// Writes after the snapshot started are captured; the
+						// next round of changes carries them.
+						for _, k := range keys[:20] {
+							if err := c.put(c.ctx, k, []byte("changed")); err != nil {
+								t.Error(err)
+							}
+						}
+					}
+				},
+				CatchUpBacklog: 1, MaxCatchUpRounds: 3,
+			}
+			if tc.cancelOn == "changes" {
+				// Cancel on the first change batch applied.
+				prog := tr.Progress
+				tr.Progress = func(b, k int) {
+					prog(b, k)
+					if batches > 2 && k > 0 && b < 8<<10 && tr.lastChange > 0 {
+						cancel()
+					}
+				}
+			}
+			_, err = tr.Run(ctx, StepCopy)
+			if err == nil {
+				t.Fatal("transfer succeeded; the injection did not happen")
+			}
+			if targetErr, err := Abort(c.ctx, slot, mv.MoveID, srcC, dstC); err != nil || targetErr != nil {
+				t.Fatalf("abort: %v / target %v", err, targetErr)
+			}
+			if _, err := c.dir.AbortMove(c.ctx, slot, mv.MoveID, "test "+tc.name, "test"); err != nil {
+				t.Fatal(err)
+			}
+			after, _ := c.dir.Snapshot(c.ctx)
+			if o := after.Owner(slot); o != "n1" {
+				t.Fatalf("owner after abort: %s", o)
+			}
+			// Every key still reads from the source, and writes work again.
+			for _, k := range keys {
+				if _, err := c.get(k); err != nil {
+					t.Fatalf("get %q after abort: %v", k, err)
+				}
+			}
+			if err := c.put(c.ctx, keys[0], []byte("after")); err != nil {
+				t.Fatalf("write after abort: %v", err)
+			}
+			c.eventually(30*time.Second, "target copy dropped", func() error {
+				sum, err := dstC.Checksum(c.ctx, &slotdv1.ChecksumRequest{Slot: uint32(slot.Int())})
+				if err != nil {
+					return err
+				}
+				if sum.Keys != 0 {
+					return fmt.Errorf("target still holds %d keys of slot %d", sum.Keys, slot.Int())
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func TestLeaderFailoverCompletesPlan(t *testing.T) {
+	c := newCluster(t, 3)
+	a, stopA := c.startExecutor("a")
+	c.eventually(30*time.Second, "a leads", func() error {
+		if !a.IsLeader() {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	b, _ := c.startExecutor("b")
+	c.addNode("n4")
+	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: 40, Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually(60*time.Second, "a few moves done", func() error {
+		snap, err := c.dir.Snapshot(c.ctx)
+		if err != nil {
+			return err
+		}
+		if n := snap.Counts()["n4"]; n < 5 {
+			return fmt.Errorf("n4 owns %d", n)
+		}
+		return nil
+	})
+	stopA()
+	c.waitPlan(p.ID, StateDone)
+	if !b.IsLeader() {
+		t.Fatal("b did not take over")
+	}
+	snap, _ := c.dir.Snapshot(c.ctx)
+	if n := snap.Counts()["n4"]; n != 40 {
+		t.Fatalf("n4 owns %d slots, want 40", n)
+	}
+}
+
+func TestPauseResumeCancel(t *testing.T) {
+	c := newCluster(t, 3)
+	c.startExecutor("a")
+	c.addNode("n4")
+	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: 400, Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ctl.Pause(c.ctx, p.ID, false, "test"); err != nil {
+		t.Fatal(err)
+	}
+	// Paused: the move in flight (if any) finishes and nothing else starts.
+	var owned int
+	c.eventually(30*time.Second, "pause settles", func() error {
+		snap, err := c.dir.Snapshot(c.ctx)
+		if err != nil {
+			return err
+		}
+		if len(snap.Moves) != 0 {
+			return errors.New("move in flight")
+		}
+		owned = snap.Counts()["n4"]
+		return nil
+	})
+	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("apply of a paused plan: %v, want ErrPrecondition", err)
+	}
+	if owned == 400 {
+		t.Skip("the plan finished before the pause landed; nothing left to check")
+	}
+	if _, err := c.ctl.Resume(c.ctx, p.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually(30*time.Second, "moves after resume", func() error {
+		snap, _ := c.dir.Snapshot(c.ctx)
+		if snap.Counts()["n4"] <= owned {
+			return errors.New("no progress")
+		}
+		return nil
+	})
+	if _, err := c.ctl.Cancel(c.ctx, p.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually(30*time.Second, "cancel settles", func() error {
+		snap, err := c.dir.Snapshot(c.ctx)
+		if err != nil {
+			return err
+		}
+		if len(snap.Moves) != 0 {
+			return errors.New("move in flight")
+		}
+		return nil
+	})
+	final, _ := c.ctl.Get(c.ctx, p.ID)
+	if final.State != StateCancelled {
+		t.Fatalf("state %s", final.State)
+	}
+	if _, err := c.ctl.Resume(c.ctx, p.ID, "test"); !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("resume of a cancelled plan: %v", err)
+	}
+}
+
+func TestControlRefusesBadInput(t *testing.T) {
+	c := newCluster(t, 2)
+	before, _ := c.dir.Snapshot(c.ctx)
+	cases := []struct {
+		name string
+		call func() error
+		want error
+		msg  string
+	}{
+		{"slot out of range", func() error { _, err := c.ctl.MoveSlot(c.ctx, 99999, "n2", "t", ""); return err }, ErrInvalid, "99999"},
+		{"unknown target", func() error { _, err := c.ctl.MoveSlot(c.ctx, 1, "nope", "t", ""); return err }, ErrNotFound, `"nope"`},
+		{"drain unknown", func() error {
+			_, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Drain: []string{"ghost"}}})
+			return err
+		}, ErrNotFound, "ghost"},
+		{"negative weight", func() error {
+			_, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Weights: map[string]int{"n1": -1}}})
+			return err
+		}, ErrInvalid, "negative"},
+		{"apply unknown plan", func() error { _, err := c.ctl.Apply(c.ctx, "p-nope", "t"); return err }, ErrNotFound, "p-nope"},
+		{"malformed plan file", func() error {
+			_, err := c.ctl.Submit(c.ctx, &Plan{ID: "x", Moves: []PlannedMove{{Slot: 5, From: "n1", To: "n1"}}}, "t")
+			return err
+		}, ErrInvalid, "to itself"},
+		{"duplicate slot in plan file", func() error {
+			_, err := c.ctl.Submit(c.ctx, &Plan{ID: "x", Moves: []PlannedMove{{Slot: 5, From: "n1", To: "n2"}, {Slot: 5, From: "n1", To: "n2"}}}, "t")
+			return err
+		}, ErrInvalid, "twice"},
+		{"negative throttle", func() error { return c.ctl.SetThrottle(c.ctx, -5, "t") }, ErrInvalid, "negative"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("err = %v, want %v mentioning %q", err, tc.want, tc.msg)
+			}
+		})
+	}
+	after, _ := c.dir.Snapshot(c.ctx)
+	if after.Version != before.Version {
+		t.Fatalf("bad input changed the version %d -> %d", before.Version, after.Version)
+	}
+}
+
+func TestStalePlanRefused(t *testing.T) {
+	c := newCluster(t, 3)
+	c.startExecutor("a")
+	c.addNode("n4")
+	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: 5, Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone moves the plan's first slot elsewhere meanwhile.
+	first := p.Moves[0]
+	other := "n1"
+	if first.From == "n1" {
+		other = "n2"
+	}
+	mp, err := c.ctl.MoveSlot(c.ctx, first.Slot, other, "test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitPlan(mp.ID, StateDone)
+	_, err = c.ctl.Apply(c.ctx, p.ID, "test")
+	if !errors.Is(err, ErrPrecondition) || !strings.Contains(err.Error(), fmt.Sprintf("slot %d", first.Slot)) {
+		t.Fatalf("apply of a stale plan: %v", err)
+	}
+}
