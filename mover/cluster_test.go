@@ -35,7 +35,9 @@ func testLogger() *slog.Logger {
 
 // dirMap is a node.MapSource fed by a directory watch: what the SDK's map
 // cache is in production, without slotd in between.
-type dirMap struct{ snap atomic.Pointer[directory.Snapshot] }
+type dirMap struct {
+	snap atomic.Pointer[directory.Snapshot]
+}
 
 func (m *dirMap) Owner(s slots.Slot) (node.Owner, bool) {
 	snap := m.snap.Load()
