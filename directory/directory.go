@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -234,13 +235,31 @@ func (d *Directory) Version(ctx context.Context) (uint64, error) {
 // History returns up to limit of the newest changes, oldest first. A limit
 // <= 0 means all that are kept.
 func (d *Directory) History(ctx context.Context, limit int) ([]Change, error) {
-	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
-	defer cancel()
 	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)}
 	if limit > 0 {
 		opts = append(opts, clientv3.WithLimit(int64(limit)))
 	}
-	resp, err := d.cli.Get(rctx, d.k.historyPrefix(), opts...)
+	out, err := d.readHistory(ctx, d.k.historyPrefix(), opts)
+	slices.Reverse(out)
+	return out, err
+}
+
+// HistorySince returns the kept changes with a version greater than after,
+// oldest first, at most limit of them (limit <= 0: no bound). Entries older
+// than the history bound are gone; compare the first Version with after+1
+// to see whether some were.
+func (d *Directory) HistorySince(ctx context.Context, after uint64, limit int) ([]Change, error) {
+	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(d.k.historyPrefix()))}
+	if limit > 0 {
+		opts = append(opts, clientv3.WithLimit(int64(limit)))
+	}
+	return d.readHistory(ctx, d.k.history(after+1), opts)
+}
+
+func (d *Directory) readHistory(ctx context.Context, key string, opts []clientv3.OpOption) ([]Change, error) {
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := d.cli.Get(rctx, key, opts...)
 	if err != nil {
 		return nil, fromEtcd(ctx, "read history", err)
 	}
@@ -254,7 +273,7 @@ func (d *Directory) History(ctx context.Context, limit int) ([]Change, error) {
 		if err != nil {
 			return nil, fmt.Errorf("directory: %w", err)
 		}
-		out[len(out)-1-i] = c
+		out[i] = c
 	}
 	return out, nil
 }
@@ -274,11 +293,8 @@ func (m *mutation) move(s uint16)  { m.moves[s] = true }
 func (m *mutation) chunk(slot int) { m.chunks[slot/chunkSlots] = true }
 func (m *mutation) empty() bool    { return len(m.nodes)+len(m.moves)+len(m.chunks) == 0 }
 func (m *mutation) slot(s uint16)  { m.hasSlot = true; m.change.Slot = slotOf(s) }
-func newMutation(kind string) *mutation {
-	return &mutation{
-		nodes: map[string]bool{}, moves: map[uint16]bool{}, chunks: map[int]bool{},
-		change: Change{Kind: kind},
-	}
+func newMutation() *mutation {
+	return &mutation{nodes: map[string]bool{}, moves: map[uint16]bool{}, chunks: map[int]bool{}}
 }
 
 // updateOpts says how an update treats a lost race.
@@ -317,7 +333,7 @@ func (d *Directory) update(ctx context.Context, op string, o updateOpts, fn func
 			d.m.conflict()
 			return 0, fmt.Errorf("%s: %w: expected version %d, directory is at %d", op, ErrConflict, o.expect, st.version)
 		}
-		m := newMutation("")
+		m := newMutation()
 		if err := fn(st, m); err != nil {
 			return 0, fmt.Errorf("%s: %w", op, err)
 		}

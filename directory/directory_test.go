@@ -476,8 +476,15 @@ func TestHistoryBounded(t *testing.T) {
 		t.Fatalf("history = %d entries from %d to %d, want 5 from %d to %d", len(hist), hist[0].Version, hist[len(hist)-1].Version, v-4, v)
 	}
 	last2, err := d.History(ctx, 2)
-	if err != nil || len(last2) != 2 || last2[1].Version != v {
+	if err != nil || len(last2) != 2 || last2[0].Version != v-1 || last2[1].Version != v {
 		t.Fatalf("History(2) = %v, %v", last2, err)
+	}
+	since, err := d.HistorySince(ctx, v-3, 2)
+	if err != nil || len(since) != 2 || since[0].Version != v-2 || since[1].Version != v-1 {
+		t.Fatalf("HistorySince(v-3, 2) = %v, %v", since, err)
+	}
+	if all, err := d.HistorySince(ctx, 0, 0); err != nil || len(all) != 5 || all[0].Version != v-4 {
+		t.Fatalf("HistorySince(0) = %v, %v; want the 5 kept entries", all, err)
 	}
 }
 
