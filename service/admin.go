@@ -96,7 +96,7 @@ func (s *AdminServer) RegisterNode(ctx context.Context, req *slotdv1.RegisterNod
 	}
 	if old, _, err := s.node(ctx, n.ID); err == nil {
 		n.Weight = int(old.GetWeight())
-		if n.Zone != old.GetZone() && old.GetZone() != "" && n.Zone == "" {
+		if n.Zone == "" {
 			n.Zone = old.GetZone()
 		}
 	} else if !errors.Is(err, directory.ErrNotFound) {
