@@ -171,6 +171,7 @@ func (d *Directory) read(ctx context.Context) (*state, int64, error) {
 			}
 		}
 	}
+	d.m.setVersion(st.version)
 	return st, resp.Header.Revision, nil
 }
 

@@ -22,7 +22,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		version: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "slotd_directory_version",
-			Help: "Last directory version this process wrote.",
+			Help: "Latest directory version this process has read or written.",
 		}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slotd_directory_conflicts_total",

@@ -127,8 +127,9 @@ type Change struct {
 	At     time.Time
 }
 
-// Snapshot is the full table at exactly one version. It is immutable and
-// safe to share between goroutines.
+// Snapshot is the full table at exactly one version. It is safe to share
+// between goroutines as long as nobody modifies it: treat Nodes and Moves
+// as read-only.
 type Snapshot struct {
 	Version uint64
 	Nodes   []Node // sorted by ID

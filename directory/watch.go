@@ -129,6 +129,7 @@ func (d *Directory) followOnce(ctx context.Context, st *state, rev *int64, last 
 				return fmt.Errorf("watch: %w", err)
 			}
 			if st.bootstrapped() && st.version > *last {
+				d.m.setVersion(st.version)
 				if err := fn(st.snapshot()); err != nil {
 					return err
 				}
