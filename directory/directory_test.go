@@ -1,6 +1,7 @@
 package directory
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -548,5 +549,29 @@ func TestThrottleAndPlans(t *testing.T) {
 	}
 	if _, err := d.Plan(ctx, "p1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("deleted plan: %v", err)
+	}
+}
+
+func TestWatchThrottle(t *testing.T) {
+	_, d, _ := setup(t, 1, nil)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	if err := d.SetThrottle(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int64, 16)
+	done := make(chan error, 1)
+	go func() { done <- d.WatchThrottle(ctx, func(v int64) { got <- v }) }()
+	if v := <-got; v != 100 {
+		t.Fatalf("first value %d, want the current 100", v)
+	}
+	if err := d.SetThrottle(ctx, 200); err != nil {
+		t.Fatal(err)
+	}
+	if v := <-got; v != 200 {
+		t.Fatalf("after set: %d, want 200", v)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("WatchThrottle returned %v, want context.Canceled", err)
 	}
 }
