@@ -21,7 +21,7 @@ const (
 // Node is a store node as the directory records it.
 type Node struct {
 	// ID is the node's stable name (never an address): 1-64 characters
-	// from [A-Za-z0-9._:-], starting with a letter or digit.
+	// from [A-Za-z0-9._-], starting with a letter or digit.
 	ID string
 	// Addr is where the node serves, host:port.
 	Addr string

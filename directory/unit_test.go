@@ -76,7 +76,8 @@ func TestCheckID(t *testing.T) {
 		ok bool
 	}{
 		{"n1", true},
-		{"node-1.zone_a:x", true},
+		{"node-1.zone_a", true},
+		{"10.0.0.1:7000", false},
 		{"", false},
 		{"-leading", false},
 		{"a/b", false},

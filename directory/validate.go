@@ -17,8 +17,10 @@ const (
 	maxVNodes  = 1 << 12
 )
 
-// checkID accepts 1-64 characters of [A-Za-z0-9._:-] starting with a letter
-// or digit: safe as the last element of an etcd key and in a log line.
+// checkID accepts 1-64 characters of [A-Za-z0-9._-] starting with a letter
+// or digit: safe as the last element of an etcd key and in a log line. No
+// ':' so that a node id cannot be a host:port (ids are names, never
+// addresses).
 func checkID(what, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: %s is empty", ErrInvalid, what)
@@ -29,8 +31,8 @@ func checkID(what, id string) error {
 	for i := 0; i < len(id); i++ {
 		c := id[i]
 		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || c != '.' && c != '_' && c != ':' && c != '-') {
-			return fmt.Errorf("%w: %s %q: use letters, digits and . _ : - (starting with a letter or digit)", ErrInvalid, what, id)
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
+			return fmt.Errorf("%w: %s %q: use letters, digits and . _ - (starting with a letter or digit)", ErrInvalid, what, id)
 		}
 	}
 	return nil
