@@ -63,7 +63,7 @@ func (s *syncBuffer) String() string {
 }
 
 // freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -125,7 +125,7 @@ func serveArgs(t *testing.T, grpcAddr, httpAddr string, extra ...string) []strin
 	}, extra...)
 }
 
-func dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
+func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	if len(opts) == 0 {
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
