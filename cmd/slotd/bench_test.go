@@ -3,8 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
-	"os"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"

@@ -203,7 +203,7 @@ func TestServe(t *testing.T) {
 	p := start(t, slicesWithout(args, "--listen", grpcAddr)...)
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	eventually(t, "/readyz answers 200", func() bool { c, _ := httpGet(hc, "http://"+httpAddr+"/readyz"); return c == 200 })
-	if c, body := httpGet(hc, "http://"+httpAddr+"/metrics"); c != 200 || !strings.Contains(body, "slotd_service_watchers") || !strings.Contains(body, "go_goroutines") {
+	if c, body := httpGet(hc, "http://"+httpAddr+"/metrics"); c != 200 || !strings.Contains(body, "slotd_service_watchers") || !strings.Contains(body, "slotd_grpc_server_handled_total") || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("/metrics: %d, missing slotd_ or go_ metrics", c)
 	}
 

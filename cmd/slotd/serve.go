@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -237,7 +238,16 @@ func serve(ctx context.Context, o *options, stderr io.Writer) (err error) {
 		return err
 	}
 
+	// Authorization first, so a refused call runs nothing else; then the
+	// request metrics (slotd_grpc_server_*; the auth interceptor counts
+	// refusals in slotd_auth_requests_total).
+	rpcMetrics := grpcprom.NewServerMetrics()
+	if err := prometheus.WrapRegistererWithPrefix("slotd_", reg).Register(rpcMetrics); err != nil {
+		return fmt.Errorf("register gRPC metrics: %w", err)
+	}
 	opts := append(service.ServerOptions(), az.ServerOptions()...)
+	opts = append(opts, grpc.ChainUnaryInterceptor(rpcMetrics.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(rpcMetrics.StreamServerInterceptor()))
 	opts = append(opts, auth.Limits{MaxRecvMsgSize: o.maxRecvBytes}.ServerOptions()...)
 	opts = append(opts,
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
@@ -253,6 +263,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) (err error) {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
+	rpcMetrics.InitializeMetrics(gs)
 	if m := service.Policy().Uncovered(gs.GetServiceInfo()); len(m) > 0 {
 		return fmt.Errorf("auth policy has no rule for %v; they would be refused to everyone", m)
 	}
