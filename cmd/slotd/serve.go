@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -284,6 +286,11 @@ func serve(ctx context.Context, o *options, stderr io.Writer) (err error) {
 			hsrv.TLSConfig = ts.TLSConfig()
 		}
 	}
+	if host, _, err := net.SplitHostPort(lis.Addr().String()); err == nil && !az.Enabled() {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			lg.Warn("authorization is off and gRPC listens beyond loopback: anyone who reaches it can rewrite the directory; give --tls-ca (client certificates) or --token-file", "listen", lis.Addr().String())
+		}
+	}
 	lg.Info("slotd serving", "grpc", lis.Addr().String(), "http", o.httpAddr, "etcd", endpoints,
 		"name", o.name, "cluster", clusterID, "tls", ts != nil, "auth", az.Enabled())
 
@@ -320,6 +327,9 @@ func serve(ctx context.Context, o *options, stderr io.Writer) (err error) {
 				return fmt.Errorf("embedded etcd: %w", err)
 			}
 		})
+	}
+	if ts != nil {
+		g.Go(func() error { reloadOnHUP(gctx, ts, lg); return nil })
 	}
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	g.Go(func() error {
@@ -361,6 +371,26 @@ func serve(ctx context.Context, o *options, stderr io.Writer) (err error) {
 	}
 	lg.Info("slotd stopped")
 	return nil
+}
+
+// reloadOnHUP re-reads the listener's certificate files on SIGHUP (they are
+// also re-read on their own every few seconds when they change).
+func reloadOnHUP(ctx context.Context, ts *tlsconf.Server, lg *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := ts.Reload(); err != nil {
+				lg.Error("TLS reload failed; the previous certificates stay in use", "err", err)
+			} else {
+				lg.Info("TLS certificates reloaded")
+			}
+		}
+	}
 }
 
 func ignoreCanceled(err error) error {
