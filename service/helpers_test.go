@@ -11,10 +11,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/migrations"
 	"github.com/slotd/slotd/mover"
 	"github.com/slotd/slotd/slots"
 )
@@ -47,11 +47,7 @@ func newDir(t testing.TB, c *etcdtest.Cluster) *directory.Directory {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t)
-	if err := d.InitLayout(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.SetSchema(ctx, 0, directory.SchemaVersion); err != nil {
+	if _, err := migrations.Apply(testCtx(t), d); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -212,5 +208,3 @@ func newClient(t testing.TB, endpoints ...string) *client.Client {
 func versionAtLeast(c *client.Client, v uint64) func() bool {
 	return func() bool { m := c.Map(); return m != nil && m.Version() >= v }
 }
-
-var _ = slotdv1.NewDirectoryClient

@@ -189,7 +189,7 @@ func TestRefusesNewerSchema(t *testing.T) {
 	}
 	var stderr syncBuffer
 	code := runContext(context.Background(), []string{"--etcd-endpoints", strings.Join(e.Endpoints(), ","), "--listen", "127.0.0.1:0", "--http", ""}, io.Discard, &stderr)
-	if code != exitSchema || !strings.Contains(stderr.String(), "upgrade slotd") {
+	if code != exitSchema || !strings.Contains(stderr.String(), "upgrade this binary") {
 		t.Errorf("exit %d, stderr %q; want %d and a message saying to upgrade", code, stderr.String(), exitSchema)
 	}
 }

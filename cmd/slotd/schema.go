@@ -8,35 +8,22 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/migrations"
 )
 
-// applyMigrations brings the directory's etcd schema up to the version this
-// binary knows, under the directory's lock so that replicas starting
-// together run it once, and refuses a newer schema (ErrSchemaTooNew).
-//
-// TODO(migrations): call migrations.Apply here once package migrations is
-// committed; until then schema 1 (the only one) is created directly.
+// applyMigrations brings the directory's etcd schema up to the newest this
+// binary knows (under an etcd lock, so replicas starting together apply each
+// step once). A newer schema in etcd is directory.ErrSchemaTooNew: slotd
+// exits with exitSchema rather than risk misreading it.
 func applyMigrations(ctx context.Context, d *directory.Directory, lg *slog.Logger) error {
-	return d.WithLock(ctx, "migrations", func(ctx context.Context) error {
-		cur, err := d.Schema(ctx)
-		if err != nil {
-			return fmt.Errorf("read the directory schema: %w", err)
-		}
-		switch {
-		case cur > directory.SchemaVersion:
-			return fmt.Errorf("%w: etcd holds directory schema %d, this slotd supports up to %d; upgrade slotd", directory.ErrSchemaTooNew, cur, directory.SchemaVersion)
-		case cur == directory.SchemaVersion:
-			return nil
-		}
-		if err := d.InitLayout(ctx); err != nil {
-			return err
-		}
-		if err := d.SetSchema(ctx, cur, directory.SchemaVersion); err != nil {
-			return err
-		}
-		lg.Info("directory schema migrated", "from", cur, "to", directory.SchemaVersion)
-		return nil
-	})
+	applied, err := migrations.Apply(ctx, d)
+	if err != nil {
+		return fmt.Errorf("schema migrations: %w", err)
+	}
+	if len(applied) > 0 {
+		lg.Info("directory schema migrated", "applied", applied)
+	}
+	return nil
 }
 
 // nopZap silences the etcd client's own logging; slotd logs what matters.
