@@ -39,20 +39,22 @@ var codeOf = []struct {
 	{context.Canceled, codes.Canceled},
 }
 
-// toStatus turns err into a gRPC status error with a one-line message. A
-// status error passes through; anything unknown is Internal.
+// toStatus turns err into a gRPC status error with a one-line message. The
+// package sentinels decide first: a directory error may wrap an etcd gRPC
+// status, whose code speaks of etcd's request, not of this one. A status
+// error made here passes through; anything else is Internal.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
 	}
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
 	for _, c := range codeOf {
 		if errors.Is(err, c.err) {
 			return status.Error(c.code, msg)
 		}
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
 	}
 	return status.Error(codes.Internal, msg)
 }
