@@ -126,3 +126,35 @@ func TestSlowWatcherDoesNotBlockOthers(t *testing.T) {
 		t.Errorf("slow watcher's map at version %d differs from the hub's", m.Version())
 	}
 }
+
+// A watcher reconnecting with the version it holds gets the deltas since,
+// not the full map.
+func TestWatchResumesFromKnownVersion(t *testing.T) {
+	d := newDir(t, etcdtest.New(t))
+	bootstrap(t, d)
+	srv := startServer(t, d, "127.0.0.1:0", nil)
+	eventually(t, "hub has the map", func() bool { return srv.svc.Hub().Current() != nil })
+	known := srv.svc.Hub().Current().Version()
+	v := moveSlot(t, d, 5, otherThan(t, d, 5))
+	eventually(t, "hub at the move", func() bool { return srv.svc.Hub().Current().Version() == v })
+
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	w, err := slotdv1.NewDirectoryClient(dial(t, srv.addr())).WatchMap(ctx, &slotdv1.WatchMapRequest{KnownVersion: known})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The move is three versions: begin, fence, commit.
+	next := known
+	for next < v {
+		u, err := w.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dl := u.GetDelta()
+		if dl == nil || dl.GetFromVersion() != next {
+			t.Fatalf("update %v; want a delta from version %d", u, next)
+		}
+		next = dl.GetVersion()
+	}
+}
