@@ -112,7 +112,9 @@ func (s *DirectoryServer) WatchMap(req *slotdv1.WatchMapRequest, stream grpc.Ser
 			}
 			last = m.Version()
 		case cur == nil:
+			// Wait for the hub's first map.
 		case cur.m.Version() < last && !waited:
+			// This replica is behind the client: wait for it.
 		case ok:
 			for _, v := range chain {
 				if err := s.send(stream, v.delta, "delta"); err != nil {
