@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -32,6 +33,16 @@ func TestWatchersSeeMapChange(t *testing.T) {
 	}
 	if n := srv.svc.Hub().Current().Version(); n < v {
 		t.Errorf("hub at version %d, want >= %d", n, v)
+	}
+	m := srv.svc.dir.m
+	if got := testutil.ToFloat64(m.watchers); got != 3 {
+		t.Errorf("slotd_service_watchers %v, want 3", got)
+	}
+	if full, delta := testutil.ToFloat64(m.sends.WithLabelValues("full")), testutil.ToFloat64(m.sends.WithLabelValues("delta")); full < 3 || delta < 3 {
+		t.Errorf("updates sent: %v full (want >= 3, one per watcher), %v delta (want >= 3)", full, delta)
+	}
+	if got := testutil.ToFloat64(m.version); got < float64(v) {
+		t.Errorf("slotd_service_map_version %v, want >= %d", got, v)
 	}
 }
 
