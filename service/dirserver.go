@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -107,7 +108,7 @@ func (s *DirectoryServer) WatchMap(req *slotdv1.WatchMapRequest, stream grpc.Ser
 			if err != nil {
 				return toStatus(err)
 			}
-			if err := s.send(stream, mustEncode(fullUpdate(m.Proto())), "full"); err != nil {
+			if err := s.send(stream, mustEncode(fullUpdate(m.Proto())), s.m.sentFull); err != nil {
 				return err
 			}
 			last = m.Version()
@@ -117,13 +118,13 @@ func (s *DirectoryServer) WatchMap(req *slotdv1.WatchMapRequest, stream grpc.Ser
 			// This replica is behind the client: wait for it.
 		case ok:
 			for _, v := range chain {
-				if err := s.send(stream, v.delta, "delta"); err != nil {
+				if err := s.send(stream, v.delta, s.m.sentDelta); err != nil {
 					return err
 				}
 			}
 			last = cur.m.Version()
 		case cur.m.Version() != last:
-			if err := s.send(stream, cur.full, "full"); err != nil {
+			if err := s.send(stream, cur.full, s.m.sentFull); err != nil {
 				return err
 			}
 			last = cur.m.Version()
@@ -142,11 +143,11 @@ func fullUpdate(pb *slotdv1.SlotMap) *slotdv1.WatchMapResponse {
 	return &slotdv1.WatchMapResponse{Update: &slotdv1.WatchMapResponse_Full{Full: pb}}
 }
 
-func (s *DirectoryServer) send(stream grpc.ServerStream, e *encoded, kind string) error {
+func (s *DirectoryServer) send(stream grpc.ServerStream, e *encoded, sent prometheus.Counter) error {
 	if err := stream.SendMsg(e); err != nil {
 		return err
 	}
-	s.m.sends.WithLabelValues(kind).Inc()
+	sent.Inc()
 	return nil
 }
 
