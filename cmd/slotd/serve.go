@@ -22,7 +22,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -423,8 +422,7 @@ func storeDialOptions(o *options, lg *slog.Logger) ([]grpc.DialOption, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store TLS: %w", err)
 	}
-	var creds credentials.TransportCredentials = tc.Credentials()
-	return []grpc.DialOption{grpc.WithTransportCredentials(creds)}, nil
+	return []grpc.DialOption{grpc.WithTransportCredentials(tc.Credentials())}, nil
 }
 
 // httpMux serves /metrics, /healthz (the process runs) and /readyz (etcd
