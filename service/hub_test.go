@@ -3,8 +3,11 @@ package service
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/slotd/slotd/api/slotdv1"
@@ -156,5 +159,25 @@ func TestWatchResumesFromKnownVersion(t *testing.T) {
 			t.Fatalf("update %v; want a delta from version %d", u, next)
 		}
 		next = dl.GetVersion()
+	}
+}
+
+// Stopping the hub ends every watch stream with UNAVAILABLE, so clients
+// move to another replica and a graceful stop does not wait for them.
+func TestStopEndsWatchStreams(t *testing.T) {
+	d := newDir(t, etcdtest.New(t))
+	bootstrap(t, d)
+	srv := startServer(t, d, "127.0.0.1:0", nil)
+	w, err := slotdv1.NewDirectoryClient(dial(t, srv.addr())).WatchMap(testCtx(t), &slotdv1.WatchMapRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	srv.stop()
+	_, err = w.Recv()
+	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "shutting down") {
+		t.Errorf("watch after stop: %v; want UNAVAILABLE saying slotd is shutting down", err)
 	}
 }
