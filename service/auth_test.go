@@ -12,6 +12,7 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/auth"
+	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/internal/devca"
 	"github.com/slotd/slotd/internal/etcdtest"
 	"github.com/slotd/slotd/tlsconf"
@@ -96,6 +97,23 @@ func TestTLSAndRoles(t *testing.T) {
 			}
 		})
 	}
+	t.Run("SDK watches with a read certificate", func(t *testing.T) {
+		tc, err := tlsconf.NewClient(tlsconf.Config{CertFile: set.ReadCert, KeyFile: set.ReadKey, CAFile: set.CA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		c, err := client.New(cctx, client.Options{Endpoints: []string{srv.addr()},
+			DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(tc.Credentials())}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if c.Map().Version() < before {
+			t.Errorf("SDK map at version %d, want >= %d", c.Map().Version(), before)
+		}
+	})
 	t.Run("no certificate no token", func(t *testing.T) {
 		conn := tlsClient(t, set, srv.addr(), "", "")
 		_, err := slotdv1.NewAdminClient(conn).DrainNode(ctx, &slotdv1.DrainNodeRequest{NodeId: "a"})
