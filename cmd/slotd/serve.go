@@ -331,6 +331,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) (err error) {
 		g.Go(func() error { reloadOnHUP(gctx, ts, lg); return nil })
 	}
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	g.Go(func() error { followReadiness(gctx, hs, dir, lg); return nil })
 	g.Go(func() error {
 		<-gctx.Done()
 		lg.Info("slotd shutting down")
@@ -425,6 +426,52 @@ func storeDialOptions(o *options, lg *slog.Logger) ([]grpc.DialOption, error) {
 	return []grpc.DialOption{grpc.WithTransportCredentials(tc.Credentials())}, nil
 }
 
+// ready reports why slotd cannot serve, or nil: etcd must answer within
+// two seconds and hold a directory schema this binary supports.
+func ready(ctx context.Context, dir *directory.Directory) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	schema, err := dir.Schema(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("etcd: %w", err)
+	case schema == 0 || schema > directory.SchemaVersion:
+		return fmt.Errorf("directory schema %d, this slotd supports 1-%d", schema, directory.SchemaVersion)
+	}
+	return nil
+}
+
+// followReadiness keeps the gRPC health status in step with ready, so a
+// load balancer checking health stops sending to a replica cut off from
+// etcd. It returns when ctx ends.
+func followReadiness(ctx context.Context, hs *health.Server, dir *directory.Directory, lg *slog.Logger) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	serving := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := ready(ctx, dir)
+		if ctx.Err() != nil {
+			return
+		}
+		if (err == nil) != serving {
+			serving = err == nil
+			st := healthpb.HealthCheckResponse_SERVING
+			if !serving {
+				st = healthpb.HealthCheckResponse_NOT_SERVING
+				lg.Warn("not ready; health says NOT_SERVING", "err", err)
+			} else {
+				lg.Info("ready again; health says SERVING")
+			}
+			hs.SetServingStatus("", st)
+		}
+	}
+}
+
 // httpMux serves /metrics, /healthz (the process runs) and /readyz (etcd
 // answers and holds a schema this binary supports).
 func httpMux(reg *prometheus.Registry, dir *directory.Directory, svc *service.Service) http.Handler {
@@ -434,21 +481,15 @@ func httpMux(reg *prometheus.Registry, dir *directory.Directory, svc *service.Se
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		schema, err := dir.Schema(ctx)
-		switch {
-		case err != nil:
-			http.Error(w, "not ready: etcd: "+err.Error(), http.StatusServiceUnavailable)
-		case schema == 0 || schema > directory.SchemaVersion:
-			http.Error(w, fmt.Sprintf("not ready: directory schema %d, this slotd supports 1-%d", schema, directory.SchemaVersion), http.StatusServiceUnavailable)
-		default:
-			v := uint64(0)
-			if m := svc.Hub().Current(); m != nil {
-				v = m.Version()
-			}
-			fmt.Fprintf(w, "ready: schema %d, map version %d\n", schema, v)
+		if err := ready(r.Context(), dir); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
 		}
+		v := uint64(0)
+		if m := svc.Hub().Current(); m != nil {
+			v = m.Version()
+		}
+		fmt.Fprintf(w, "ready: map version %d\n", v)
 	})
 	return mux
 }
