@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -129,6 +130,15 @@ type Directory struct {
 	k   keys
 	lg  *slog.Logger
 	m   *metrics
+
+	// cache is the state as this process last wrote it. An update takes
+	// it (so no two updates share it) instead of reading the table first:
+	// when nobody else wrote since, that saves a round trip per change,
+	// which is most of a move's control overhead. When somebody did, the
+	// txn's compare fails and the update re-reads; a precondition that
+	// fails on the cached state is re-checked on a fresh read before it is
+	// reported. Snapshot, watches and History never use it.
+	cache atomic.Pointer[state]
 
 	// afterWatchRead, when set (by tests only), runs in Watch between the
 	// read of the table and the start of the etcd watch.
@@ -319,16 +329,39 @@ type updateOpts struct {
 // It returns the new version, or the current one for a no-op.
 func (d *Directory) update(ctx context.Context, op string, o updateOpts, fn func(st *state, m *mutation) error) (uint64, error) {
 	backoff := 5 * time.Millisecond
+	var st *state
+	if o.expect == 0 {
+		st = d.cache.Swap(nil)
+	}
 	for attempt := 1; ; attempt++ {
-		st, _, err := d.read(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", op, err)
+		cached := st != nil
+		if !cached {
+			var err error
+			if st, _, err = d.read(ctx); err != nil {
+				return 0, fmt.Errorf("%s: %w", op, err)
+			}
+		}
+		// fail reports err, unless it was seen on the cached state, which
+		// may only be stale: then it re-reads at once (again is true).
+		fail := func(err error) (again bool, _ error) {
+			st = nil
+			if cached {
+				attempt--
+				return true, nil
+			}
+			return false, fmt.Errorf("%s: %w", op, err)
 		}
 		if err := d.checkSchema(st); err != nil {
-			return 0, fmt.Errorf("%s: %w", op, err)
+			if again, err := fail(err); !again {
+				return 0, err
+			}
+			continue
 		}
 		if o.needBootstrap && !st.bootstrapped() {
-			return 0, fmt.Errorf("%s: %w; run bootstrap first", op, ErrNotBootstrapped)
+			if again, err := fail(fmt.Errorf("%w; run bootstrap first", ErrNotBootstrapped)); !again {
+				return 0, err
+			}
+			continue
 		}
 		if o.expect != 0 && st.version != o.expect {
 			d.m.conflict()
@@ -336,24 +369,41 @@ func (d *Directory) update(ctx context.Context, op string, o updateOpts, fn func
 		}
 		m := newMutation()
 		if err := fn(st, m); err != nil {
-			return 0, fmt.Errorf("%s: %w", op, err)
+			// fn may have changed st before failing: it is not kept.
+			if again, err := fail(err); !again {
+				return 0, err
+			}
+			continue
 		}
 		if m.empty() {
+			d.cache.Store(st)
 			return st.version, nil
 		}
-		ok, err := d.commit(ctx, st, m)
+		ok, rev, err := d.commit(ctx, st, m)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", op, err)
 		}
 		if ok {
 			v := st.version + 1
+			// Bring what the read would have derived in line with the write.
+			st.hasVersion, st.version, st.versionRev = true, v, rev
+			for c := range m.chunks {
+				st.haveChunk[c] = true
+			}
+			d.cache.Store(st)
 			d.m.setVersion(v)
 			d.lg.Debug("directory changed", "version", v, "kind", m.change.Kind, "op", op)
 			return v, nil
 		}
+		seen := st.version
+		st = nil
+		if cached {
+			attempt-- // a stale cache is not a lost race
+			continue
+		}
 		d.m.conflict()
 		if o.expect != 0 || attempt >= d.cfg.UpdateAttempts {
-			return 0, fmt.Errorf("%s: %w: lost %d compare-and-swap races at version %d; re-read and retry", op, ErrConflict, attempt, st.version)
+			return 0, fmt.Errorf("%s: %w: lost %d compare-and-swap races at version %d; re-read and retry", op, ErrConflict, attempt, seen)
 		}
 		// Full jitter: concurrent losers spread out instead of colliding again.
 		wait := time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond
@@ -367,8 +417,8 @@ func (d *Directory) update(ctx context.Context, op string, o updateOpts, fn func
 }
 
 // commit writes m as one txn on top of st. It reports false when another
-// writer got there first.
-func (d *Directory) commit(ctx context.Context, st *state, m *mutation) (bool, error) {
+// writer got there first, and the txn's revision when it applied.
+func (d *Directory) commit(ctx context.Context, st *state, m *mutation) (bool, int64, error) {
 	v := st.version + 1
 	m.change.Version = v
 	m.change.At = d.cfg.Now().UTC()
@@ -377,7 +427,7 @@ func (d *Directory) commit(ctx context.Context, st *state, m *mutation) (bool, e
 		if n, ok := st.nodes[id]; ok {
 			b, err := json.Marshal(n)
 			if err != nil {
-				return false, fmt.Errorf("directory: encode node %q: %w", id, err)
+				return false, 0, fmt.Errorf("directory: encode node %q: %w", id, err)
 			}
 			ops = append(ops, clientv3.OpPut(d.k.node(id), string(b)))
 		} else {
@@ -388,7 +438,7 @@ func (d *Directory) commit(ctx context.Context, st *state, m *mutation) (bool, e
 		if mv, ok := st.moves[s]; ok {
 			b, err := json.Marshal(mv)
 			if err != nil {
-				return false, fmt.Errorf("directory: encode move of slot %d: %w", s, err)
+				return false, 0, fmt.Errorf("directory: encode move of slot %d: %w", s, err)
 			}
 			ops = append(ops, clientv3.OpPut(d.k.move(s), string(b)))
 		} else {
@@ -400,7 +450,7 @@ func (d *Directory) commit(ctx context.Context, st *state, m *mutation) (bool, e
 	}
 	b, err := json.Marshal(recFromChange(&m.change, m.hasSlot))
 	if err != nil {
-		return false, fmt.Errorf("directory: encode history: %w", err)
+		return false, 0, fmt.Errorf("directory: encode history: %w", err)
 	}
 	ops = append(ops, clientv3.OpPut(d.k.history(v), string(b)))
 	// One history entry per version: dropping every entry at or below
@@ -423,9 +473,9 @@ func (d *Directory) commit(ctx context.Context, st *state, m *mutation) (bool, e
 	d.m.observeTxn(time.Since(start), result)
 	if err != nil {
 		// The txn may or may not have applied; the caller must re-read.
-		return false, fromEtcd(ctx, "write", err)
+		return false, 0, fromEtcd(ctx, "write", err)
 	}
-	return resp.Succeeded, nil
+	return resp.Succeeded, resp.Header.Revision, nil
 }
 
 func slotOf(s uint16) slots.Slot { return slots.MustNew(int(s)) }
