@@ -114,7 +114,7 @@ func (s *DirectoryServer) WatchMap(req *slotdv1.WatchMapRequest, stream grpc.Ser
 			last = m.Version()
 		case cur == nil:
 			// Wait for the hub's first map.
-		case cur.m.Version() < last && !waited:
+		case cur.ver < last && !waited:
 			// This replica is behind the client: wait for it.
 		case ok:
 			for _, v := range chain {
@@ -122,12 +122,12 @@ func (s *DirectoryServer) WatchMap(req *slotdv1.WatchMapRequest, stream grpc.Ser
 					return err
 				}
 			}
-			last = cur.m.Version()
-		case cur.m.Version() != last:
+			last = cur.ver
+		case cur.ver != last:
 			if err := s.send(stream, cur.full, s.m.sentFull); err != nil {
 				return err
 			}
-			last = cur.m.Version()
+			last = cur.ver
 		}
 		select {
 		case <-ctx.Done():

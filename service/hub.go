@@ -48,9 +48,11 @@ func (c HubConfig) Validate() error {
 
 // version is one published map version, encoded once for every watcher.
 type version struct {
-	m *slotmap.Map
-	// pb is the map's wire form, shared by GetMap answers (read-only);
-	// full the WatchMapResponse carrying it, marshalled once.
+	ver uint64
+	// m, pb and full are set on the latest version only (older ones keep
+	// just their delta): the map, its wire form shared by GetMap answers
+	// (read-only), and the WatchMapResponse carrying it, marshalled once.
+	m    *slotmap.Map
 	pb   *slotdv1.SlotMap
 	full *encoded
 	// delta turns the previous published version (from) into this one; nil
@@ -71,7 +73,7 @@ type Hub struct {
 	m   *metrics
 
 	mu      sync.Mutex    // guards recent, changed and closed
-	recent  []*version    // newest last, at most cfg.Keep; recent[i].from == recent[i-1].m.Version() when recent[i].delta != nil
+	recent  []*version    // newest last, at most cfg.Keep; recent[i].from == recent[i-1].ver when recent[i].delta != nil
 	changed chan struct{} // closed and replaced on every publish and on close
 	closed  bool          // set when Run returns: subscribers end
 	runOnce sync.Once     // Run runs once
@@ -129,7 +131,7 @@ func (h *Hub) close() {
 
 // publish makes m the current version. Versions only go forward.
 func (h *Hub) publish(m *slotmap.Map) {
-	v := &version{m: m}
+	v := &version{ver: m.Version(), m: m}
 	v.pb = m.Proto()
 	v.full = mustEncode(&slotdv1.WatchMapResponse{Update: &slotdv1.WatchMapResponse_Full{Full: v.pb}})
 
@@ -148,11 +150,17 @@ func (h *Hub) publish(m *slotmap.Map) {
 			v.delta = mustEncode(&slotdv1.WatchMapResponse{Update: &slotdv1.WatchMapResponse_Delta{Delta: slotmap.Diff(prev, m)}})
 		}
 	}
-	h.recent = append(h.recent, v)
-	if len(h.recent) > h.cfg.Keep {
-		// Copy rather than reslice so the dropped versions can be freed.
-		h.recent = append([]*version(nil), h.recent[len(h.recent)-h.cfg.Keep:]...)
+	// Copy on write: subscribers read chains of the old slice without the
+	// lock. The copy also lets dropped versions be freed, and replaces the
+	// previous latest version by one holding only its delta.
+	kept := h.recent[max(0, len(h.recent)+1-h.cfg.Keep):]
+	next := make([]*version, len(kept), len(kept)+1)
+	copy(next, kept)
+	if n := len(next); n > 0 {
+		last := next[n-1]
+		next[n-1] = &version{ver: last.ver, delta: last.delta, from: last.from}
 	}
+	h.recent = append(next, v)
 	close(h.changed)
 	h.changed = make(chan struct{})
 	if h.m != nil {
@@ -194,7 +202,7 @@ func (h *Hub) since(known uint64) (cur *version, chain []*version, ok bool, chan
 		return nil, nil, false, h.changed, false
 	}
 	cur = h.recent[len(h.recent)-1]
-	if known == cur.m.Version() {
+	if known == cur.ver {
 		return cur, nil, true, h.changed, false
 	}
 	for i := len(h.recent) - 1; i >= 0; i-- {

@@ -62,18 +62,18 @@ func TestHubSince(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cur, chain, ok, _, closed := h.since(tc.known)
-			if closed || cur.m.Version() != 6 || ok != tc.ok {
-				t.Fatalf("since(%d): version %d ok %v closed %v; want 6, %v, false", tc.known, cur.m.Version(), ok, closed, tc.ok)
+			if closed || cur.ver != 6 || ok != tc.ok {
+				t.Fatalf("since(%d): version %d ok %v closed %v; want 6, %v, false", tc.known, cur.ver, ok, closed, tc.ok)
 			}
 			var got []uint64
 			for _, v := range chain {
-				got = append(got, v.m.Version())
+				got = append(got, v.ver)
 				var u slotdv1.WatchMapResponse
 				if err := proto.Unmarshal(v.delta.b, &u); err != nil {
 					t.Fatal(err)
 				}
-				if d := u.GetDelta(); d.GetFromVersion() != v.from || d.GetVersion() != v.m.Version() || len(d.GetSlots()) != 1 {
-					t.Errorf("delta %d->%d with %d slots; want %d->%d with 1", d.GetFromVersion(), d.GetVersion(), len(d.GetSlots()), v.from, v.m.Version())
+				if d := u.GetDelta(); d.GetFromVersion() != v.from || d.GetVersion() != v.ver || len(d.GetSlots()) != 1 {
+					t.Errorf("delta %d->%d with %d slots; want %d->%d with 1", d.GetFromVersion(), d.GetVersion(), len(d.GetSlots()), v.from, v.ver)
 				}
 			}
 			if len(got) != len(tc.chain) || (len(got) > 0 && got[0] != tc.chain[0]) {
