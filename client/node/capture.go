@@ -80,15 +80,20 @@ func createCapture(dir string, s slots.Slot, moveID string, base uint64, sync bo
 		f.Close()
 		return nil, fmt.Errorf("node: start capture of slot %d: %w", s.Int(), err)
 	}
-	// The header is always synced: a capture the mover was told about must
-	// still exist after a crash, or a resumed copy would miss changes.
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("node: start capture of slot %d: %w", s.Int(), err)
-	}
-	if err := syncDir(dir); err != nil {
-		f.Close()
-		return nil, err
+	// With sync on, the header is synced before the capture is reported:
+	// a capture the mover was told about still exists after a power loss.
+	// With sync off the store's own writes are not synced either, and a
+	// capture lost with them only makes the mover restart the copy
+	// (ErrCaptureLost), so the two fsyncs are saved from every move.
+	if sync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("node: start capture of slot %d: %w", s.Int(), err)
+		}
+		if err := syncDir(dir); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	return c, nil
 }
