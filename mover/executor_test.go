@@ -15,16 +15,20 @@ import (
 	"github.com/slotd/slotd/slots"
 )
 
-// keysInSlots returns perSlot keys for each slot of set.
+// keysInSlots returns perSlot keys for each slot of set: a hash tag that
+// lands in the slot, then distinct keys carrying it.
 func keysInSlots(set map[int]bool, perSlot int) [][]byte {
-	count := map[int]int{}
+	tags := map[int]string{}
+	for i := 0; len(tags) < len(set); i++ {
+		t := fmt.Sprintf("t%d", i)
+		if s := slots.ForString(t).Int(); set[s] && tags[s] == "" {
+			tags[s] = t
+		}
+	}
 	var out [][]byte
-	for i := 0; len(out) < perSlot*len(set); i++ {
-		k := fmt.Appendf(nil, "key:%d", i)
-		s := slots.ForKey(k).Int()
-		if set[s] && count[s] < perSlot {
-			count[s]++
-			out = append(out, k)
+	for s := range set {
+		for i := range perSlot {
+			out = append(out, fmt.Appendf(nil, "{%s}:key:%d", tags[s], i))
 		}
 	}
 	return out
