@@ -61,11 +61,16 @@ func startKV(t *testing.T, id, slotdAddr string) string {
 	return lis.Addr().String()
 }
 
-// TestPlanRunsThroughExecutor is the whole path through this service: store
-// nodes follow the map it serves, an operator plans and applies through
-// Admin, the executor moves the slots, clients follow the map and read
-// every key from its new owner.
-func TestPlanRunsThroughExecutor(t *testing.T) {
+// stack is a service with an executor, store nodes a and b (bootstrapped)
+// and c (registered, empty), and an application client.
+type stack struct {
+	ac  slotdv1.AdminClient
+	app *client.Client
+	kv  func(addr string) kvpb.KVClient
+}
+
+func newStack(t *testing.T) *stack {
+	t.Helper()
 	e := etcdtest.New(t)
 	d := newDir(t, e)
 	ctl, err := mover.NewControl(mover.ControlConfig{Directory: d})
@@ -107,6 +112,29 @@ func TestPlanRunsThroughExecutor(t *testing.T) {
 		}
 		return conns[addr]
 	}
+	return &stack{ac: ac, app: app, kv: kv}
+}
+
+// put writes key through the client's routing.
+func (s *stack) put(t *testing.T, key, value string) {
+	t.Helper()
+	err := s.app.DoString(testCtx(t), key, func(ctx context.Context, addr string, _ bool) error {
+		_, err := s.kv(addr).Put(ctx, &kvpb.PutRequest{Key: []byte(key), Value: []byte(value)})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("put %s: %v", key, err)
+	}
+}
+
+// TestPlanRunsThroughExecutor is the whole path through this service: store
+// nodes follow the map it serves, an operator plans and applies through
+// Admin, the executor moves the slots, clients follow the map and read
+// every key from its new owner.
+func TestPlanRunsThroughExecutor(t *testing.T) {
+	s := newStack(t)
+	ac, app, kv := s.ac, s.app, s.kv
+	ctx := testCtx(t)
 	planned, err := ac.Plan(ctx, &slotdv1.PlanRequest{MaxMoves: 3, Reason: "fill c"})
 	if err != nil {
 		t.Fatal(err)
@@ -119,13 +147,7 @@ func TestPlanRunsThroughExecutor(t *testing.T) {
 			key = fmt.Sprintf("k%d", i)
 		}
 		keys[key] = "v-" + key
-		err := app.DoString(ctx, key, func(ctx context.Context, addr string, _ bool) error {
-			_, err := kv(addr).Put(ctx, &kvpb.PutRequest{Key: []byte(key), Value: []byte(keys[key])})
-			return err
-		})
-		if err != nil {
-			t.Fatalf("put %s: %v", key, err)
-		}
+		s.put(t, key, keys[key])
 	}
 
 	if _, err := ac.Apply(ctx, &slotdv1.ApplyRequest{PlanId: planned.GetPlan().GetId()}); err != nil {
@@ -160,4 +182,44 @@ func TestPlanRunsThroughExecutor(t *testing.T) {
 			t.Errorf("get %s after the move: %q, %v; want %q", key, got.GetValue(), err, want)
 		}
 	}
+}
+
+// TestStatusShowsMoveInFlight throttles a move of one slot holding about
+// 400 KB to 100 KB/s, and reads its progress from Status while it copies.
+func TestStatusShowsMoveInFlight(t *testing.T) {
+	s := newStack(t)
+	ctx := testCtx(t)
+	// The hash tag puts every key in one slot.
+	key := func(i int) string { return fmt.Sprintf("{big}:%d", i) }
+	slot := uint32(slots.ForString(key(0)).Uint16())
+	value := string(make([]byte, 10_000))
+	for i := range 40 {
+		s.put(t, key(i), value)
+	}
+	if _, err := s.ac.SetThrottle(ctx, &slotdv1.SetThrottleRequest{BytesPerSecond: 100_000}); err != nil {
+		t.Fatal(err)
+	}
+	mv, err := s.ac.Move(ctx, &slotdv1.MoveRequest{Slot: slot, To: "c", Reason: "watch it go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen *slotdv1.PlannedMove
+	eventually(t, "Status shows bytes copied", func() bool {
+		st, err := s.ac.Status(ctx, &slotdv1.StatusRequest{})
+		if err != nil || len(st.GetInFlight()) != 1 || st.GetActivePlan().GetId() != mv.GetPlan().GetId() {
+			return false
+		}
+		seen = st.GetInFlight()[0]
+		return seen.GetBytesCopied() > 0
+	})
+	if seen.GetSlot() != slot || seen.GetTo() != "c" || seen.GetPlanId() != mv.GetPlan().GetId() || seen.GetPhase() == slotdv1.MovePhase_MOVE_PHASE_UNSPECIFIED {
+		t.Errorf("in flight: %v", seen)
+	}
+	if _, err := s.ac.SetThrottle(ctx, &slotdv1.SetThrottleRequest{BytesPerSecond: 0}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the move commits", func() bool {
+		p, err := s.ac.GetPlan(ctx, &slotdv1.GetPlanRequest{PlanId: mv.GetPlan().GetId()})
+		return err == nil && p.GetPlan().GetState() == slotdv1.PlanState_PLAN_STATE_DONE
+	})
 }
