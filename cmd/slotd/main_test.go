@@ -156,6 +156,7 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown flag", nil, []string{"--nope"}, "unknown flag"},
+		{"unknown command", nil, []string{"serve-me"}, "unknown command"},
 		{"bad log level", nil, []string{"--log-level", "loud", "--listen", "127.0.0.1:0", "--http", ""}, "--log-level"},
 		{"bad env value", map[string]string{"SLOTD_SHUTDOWN_TIMEOUT": "soon"}, nil, "SLOTD_SHUTDOWN_TIMEOUT"},
 		{"token without tls", nil, []string{"--token-file", "x"}, "--token-file needs --tls-cert"},

@@ -47,7 +47,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, new(usageError)):
+	case errors.As(err, new(usageError)), strings.HasPrefix(err.Error(), "unknown command"):
 		fmt.Fprintf(stderr, "slotd: %v\n", err)
 		return exitUsage
 	case errors.Is(err, directory.ErrSchemaTooNew):
