@@ -107,6 +107,7 @@ crash, not a machine crash).`,
 	f.Int64Var(&o.exportRate, "export-rate", 0, "initial export throttle in bytes/s (0: unlimited; the mover sets it per move)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	flagenv.Annotate(f, envPrefix)
+	cmd.AddCommand(clientCommands()...)
 	cmd.SetArgs(args)
 	cmd.SetOut(stderr)
 	cmd.SetErr(stderr)

@@ -1,0 +1,475 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/time/rate"
+
+	"github.com/slotd/slotd/client"
+	"github.com/slotd/slotd/e2e/kvclient"
+)
+
+// clientOptions are the flags every client command shares.
+type clientOptions struct {
+	slotd   string
+	timeout time.Duration
+	output  string
+}
+
+func (o *clientOptions) bind(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.slotd, "slotd", "127.0.0.1:7400", "slotd gRPC addresses, comma-separated (the SDK reads the map from any)")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "deadline of each request, redirects included")
+	f.StringVarP(&o.output, "output", "o", "text", "summary format: text or json")
+}
+
+// connect returns a KV client routed by the SDK, after the first map arrived.
+func (o *clientOptions) connect(ctx context.Context) (*kvclient.Client, func(), error) {
+	if o.output != "text" && o.output != "json" {
+		return nil, nil, usageError{fmt.Errorf("unknown output %q; use -o text or -o json", o.output)}
+	}
+	var eps []string
+	for e := range strings.SplitSeq(o.slotd, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sdk, err := client.New(wait, client.Options{Endpoints: eps, MaxAttempts: 10})
+	if err != nil {
+		return nil, nil, fmt.Errorf("slot map from %s (is slotd running and bootstrapped?): %w", o.slotd, err)
+	}
+	kv := kvclient.New(sdk)
+	return kv, func() { kv.Close(); sdk.Close() }, nil
+}
+
+// loadKey is the i-th key of a load with prefix.
+func loadKey(prefix string, i int) []byte { return []byte(prefix + ":" + strconv.Itoa(i)) }
+
+// loadValue is the deterministic value of a loaded key: SHA-256 blocks of
+// the key and a counter, cut to size, so check can verify any key without
+// remembering what load wrote.
+func loadValue(key []byte, size int) []byte {
+	out := make([]byte, 0, size+sha256.Size)
+	var ctr [8]byte
+	for n := uint64(0); len(out) < size; n++ {
+		h := sha256.New()
+		h.Write(key)
+		binary.BigEndian.PutUint64(ctr[:], n)
+		h.Write(ctr[:])
+		out = h.Sum(out)
+	}
+	return out[:size]
+}
+
+// clientCommands are slotkv's client subcommands: they reach the store
+// through slotd's SDK, as an application would.
+func clientCommands() []*cobra.Command { return clientCommandsTo(os.Stdout) }
+
+func clientCommandsTo(stdout io.Writer) []*cobra.Command {
+	return []*cobra.Command{newPutCmd(stdout), newGetCmd(stdout), newLoadCmd(stdout), newCheckCmd(stdout), newTrafficCmd(stdout)}
+}
+
+func newPutCmd(stdout io.Writer) *cobra.Command {
+	var o clientOptions
+	cmd := &cobra.Command{
+		Use:   "put KEY VALUE",
+		Short: "store one value through the SDK and print the key's new version",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kv, closeKV, err := o.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeKV()
+			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+			defer cancel()
+			v, err := kv.Put(ctx, []byte(args[0]), []byte(args[1]))
+			if err != nil {
+				return fmt.Errorf("put %q: %w", args[0], err)
+			}
+			return o.print(stdout, map[string]any{"key": args[0], "version": v}, fmt.Sprintf("version %d\n", v))
+		},
+	}
+	o.bind(cmd)
+	return cmd
+}
+
+func newGetCmd(stdout io.Writer) *cobra.Command {
+	var o clientOptions
+	cmd := &cobra.Command{
+		Use:   "get KEY",
+		Short: "print one key's value through the SDK (exit 1 if it does not exist)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kv, closeKV, err := o.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeKV()
+			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+			defer cancel()
+			val, ver, found, err := kv.Get(ctx, []byte(args[0]))
+			if err != nil {
+				return fmt.Errorf("get %q: %w", args[0], err)
+			}
+			if !found {
+				return fmt.Errorf("key %q not found", args[0])
+			}
+			return o.print(stdout, map[string]any{"key": args[0], "value": string(val), "version": ver}, string(val)+"\n")
+		},
+	}
+	o.bind(cmd)
+	return cmd
+}
+
+func (o *clientOptions) print(w io.Writer, v any, text string) error {
+	if o.output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	_, err := io.WriteString(w, text)
+	return err
+}
+
+// bulkOptions are the flags of load and check.
+type bulkOptions struct {
+	clientOptions
+	keys, size, concurrency int
+	prefix                  string
+}
+
+func (o *bulkOptions) bind(cmd *cobra.Command, concurrency int) {
+	o.clientOptions.bind(cmd)
+	f := cmd.Flags()
+	f.IntVar(&o.keys, "keys", 100_000, "number of keys: PREFIX:0 .. PREFIX:N-1")
+	f.IntVar(&o.size, "size", 100, "value size in bytes")
+	f.IntVar(&o.concurrency, "concurrency", concurrency, "requests in flight")
+	f.StringVar(&o.prefix, "prefix", "key", "key prefix")
+}
+
+func (o *bulkOptions) validate() error {
+	if o.keys < 0 || o.size < 1 || o.concurrency < 1 {
+		return usageError{errors.New("--keys must be >= 0, --size and --concurrency >= 1")}
+	}
+	return nil
+}
+
+// Summary is what load, check and traffic print (-o json emits it as is).
+type Summary struct {
+	Command   string  `json:"command"`
+	Ops       int64   `json:"ops"`
+	Reads     int64   `json:"reads"`
+	Writes    int64   `json:"writes"`
+	Errors    int64   `json:"errors"`
+	Bad       int64   `json:"bad"` // check: missing or wrong; traffic: reads of a wrong value, lost writes
+	Redirects int64   `json:"redirects"`
+	Fenced    int64   `json:"fenced"`
+	Seconds   float64 `json:"seconds"`
+	// Examples lists the first few failures.
+	Examples []string `json:"examples,omitempty"`
+}
+
+func (s *Summary) write(w io.Writer, output string) error {
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	rate := 0.0
+	if s.Seconds > 0 {
+		rate = float64(s.Ops) / s.Seconds
+	}
+	fmt.Fprintf(w, "%s: %d ops (%d reads, %d writes) in %.1fs, %.0f ops/s; errors %d, bad %d, redirects followed %d, fenced waits %d\n",
+		s.Command, s.Ops, s.Reads, s.Writes, s.Seconds, rate, s.Errors, s.Bad, s.Redirects, s.Fenced)
+	for _, e := range s.Examples {
+		fmt.Fprintf(w, "  %s\n", e)
+	}
+	return nil
+}
+
+// examples keeps the first few failure messages.
+type examples struct {
+	mu   sync.Mutex // guards list
+	list []string
+}
+
+func (e *examples) add(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.list) < 5 {
+		e.list = append(e.list, fmt.Sprintf(format, args...))
+	}
+}
+
+// forEachKey runs fn for keys 0..n-1 on c workers.
+func forEachKey(ctx context.Context, n, c int, fn func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range c {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func newLoadCmd(stdout io.Writer) *cobra.Command {
+	var o bulkOptions
+	cmd := &cobra.Command{
+		Use:   "load",
+		Short: "write --keys keys of --size bytes with deterministic values through the SDK",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			kv, closeKV, err := o.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeKV()
+			s := &Summary{Command: "load"}
+			var ex examples
+			var errs atomic.Int64
+			start := time.Now()
+			forEachKey(cmd.Context(), o.keys, o.concurrency, func(i int) {
+				key := loadKey(o.prefix, i)
+				ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+				defer cancel()
+				if _, err := kv.Put(ctx, key, loadValue(key, o.size)); err != nil {
+					errs.Add(1)
+					ex.add("%s: %v", key, err)
+				}
+			})
+			s.Seconds = time.Since(start).Seconds()
+			s.Ops, s.Writes, s.Errors = int64(o.keys), int64(o.keys), errs.Load()
+			s.Redirects, s.Fenced, s.Examples = kv.Redirects(), kv.Fenced(), ex.list
+			if err := s.write(stdout, o.output); err != nil {
+				return err
+			}
+			if err := cmd.Context().Err(); err != nil {
+				return fmt.Errorf("load interrupted: %w", err)
+			}
+			if s.Errors > 0 {
+				return fmt.Errorf("load: %d of %d writes failed", s.Errors, o.keys)
+			}
+			return nil
+		},
+	}
+	o.bind(cmd, 16)
+	return cmd
+}
+
+func newCheckCmd(stdout io.Writer) *cobra.Command {
+	var o bulkOptions
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "read every key `load` wrote and verify its value (exit 1 on any missing or wrong key)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			kv, closeKV, err := o.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeKV()
+			s := &Summary{Command: "check"}
+			var ex examples
+			var errs, bad atomic.Int64
+			start := time.Now()
+			forEachKey(cmd.Context(), o.keys, o.concurrency, func(i int) {
+				key := loadKey(o.prefix, i)
+				ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+				defer cancel()
+				val, _, found, err := kv.Get(ctx, key)
+				switch {
+				case err != nil:
+					errs.Add(1)
+					ex.add("%s: %v", key, err)
+				case !found:
+					bad.Add(1)
+					ex.add("%s: missing", key)
+				case !bytes.Equal(val, loadValue(key, o.size)):
+					bad.Add(1)
+					ex.add("%s: wrong value (%d bytes)", key, len(val))
+				}
+			})
+			s.Seconds = time.Since(start).Seconds()
+			s.Ops, s.Reads, s.Errors, s.Bad = int64(o.keys), int64(o.keys), errs.Load(), bad.Load()
+			s.Redirects, s.Fenced, s.Examples = kv.Redirects(), kv.Fenced(), ex.list
+			if err := s.write(stdout, o.output); err != nil {
+				return err
+			}
+			if err := cmd.Context().Err(); err != nil {
+				return fmt.Errorf("check interrupted: %w", err)
+			}
+			if s.Errors > 0 || s.Bad > 0 {
+				return fmt.Errorf("check: %d keys missing or wrong, %d reads failed", s.Bad, s.Errors)
+			}
+			return nil
+		},
+	}
+	o.bind(cmd, 16)
+	return cmd
+}
+
+// trafficOptions are the flags of traffic.
+type trafficOptions struct {
+	bulkOptions
+	duration   time.Duration
+	rate       float64
+	writeKeys  int
+	readsShare float64
+}
+
+func newTrafficCmd(stdout io.Writer) *cobra.Command {
+	var o trafficOptions
+	cmd := &cobra.Command{
+		Use:   "traffic",
+		Short: "read loaded keys and write traffic keys through the SDK until --duration or SIGTERM, then verify every write",
+		Long: `traffic runs a steady mix of reads of the keys 'load' wrote (each read is
+verified) and writes to its own keys (TRAFFIC-PREFIX:worker:j, one writer per
+key, so the last acknowledged value of each is known). It stops after
+--duration (0: at SIGINT or SIGTERM), reads every key it wrote back, and
+prints operations, errors, wrong reads plus lost writes ("bad") and the
+redirects it followed. Exit 1 if any of errors or bad is not zero.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			if o.rate <= 0 || o.writeKeys < 1 || o.readsShare < 0 || o.readsShare > 1 {
+				return usageError{errors.New("--rate must be > 0, --write-keys >= 1, --reads between 0 and 1")}
+			}
+			return runTraffic(cmd.Context(), &o, stdout)
+		},
+	}
+	o.bind(cmd, 4)
+	f := cmd.Flags()
+	f.DurationVar(&o.duration, "duration", 0, "how long to run; 0 runs until SIGINT or SIGTERM")
+	f.Float64Var(&o.rate, "rate", 500, "operations per second, all workers together")
+	f.IntVar(&o.writeKeys, "write-keys", 256, "keys each worker writes")
+	f.Float64Var(&o.readsShare, "reads", 0.5, "share of reads in the mix")
+	return cmd
+}
+
+func runTraffic(ctx context.Context, o *trafficOptions, stdout io.Writer) error {
+	kv, closeKV, err := o.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeKV()
+	run := ctx
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		run, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	lim := rate.NewLimiter(rate.Limit(o.rate), o.concurrency)
+	var reads, writes, errs, bad atomic.Int64
+	var ex examples
+	// last[w][j] is the last value worker w had acknowledged for its key j.
+	last := make([][][]byte, o.concurrency)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range o.concurrency {
+		last[w] = make([][]byte, o.writeKeys)
+		rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
+		wg.Go(func() {
+			for seq := 0; lim.Wait(run) == nil; seq++ {
+				// Each request gets its own deadline, not run's: stopping
+				// lets the requests in flight finish instead of failing them.
+				opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.timeout)
+				if o.keys > 0 && rng.Float64() < o.readsShare {
+					key := loadKey(o.prefix, rng.IntN(o.keys))
+					val, _, found, err := kv.Get(opCtx, key)
+					reads.Add(1)
+					switch {
+					case err != nil:
+						errs.Add(1)
+						ex.add("get %s: %v", key, err)
+					case !found || !bytes.Equal(val, loadValue(key, o.size)):
+						bad.Add(1)
+						ex.add("get %s: missing or wrong value", key)
+					}
+				} else {
+					j := rng.IntN(o.writeKeys)
+					key := []byte(fmt.Sprintf("%s-traffic:%d:%d", o.prefix, w, j))
+					val := []byte(fmt.Sprintf("w%d-seq%d", w, seq))
+					_, err := kv.Put(opCtx, key, val)
+					writes.Add(1)
+					if err != nil {
+						errs.Add(1)
+						ex.add("put %s: %v", key, err)
+						// Unknown outcome: either value may be there now.
+						last[w][j] = nil
+					} else {
+						last[w][j] = val
+					}
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	// Every acknowledged write must read back (unless a later write failed
+	// with an unknown outcome, which cleared it above).
+	for w := range last {
+		for j, want := range last[w] {
+			if want == nil {
+				continue
+			}
+			key := []byte(fmt.Sprintf("%s-traffic:%d:%d", o.prefix, w, j))
+			opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.timeout)
+			got, _, _, err := kv.Get(opCtx, key)
+			cancel()
+			if err != nil {
+				errs.Add(1)
+				ex.add("verify %s: %v", key, err)
+			} else if !bytes.Equal(got, want) {
+				bad.Add(1)
+				ex.add("lost write %s: want %q, read %q", key, want, got)
+			}
+		}
+	}
+	s := &Summary{
+		Command: "traffic", Reads: reads.Load(), Writes: writes.Load(), Errors: errs.Load(), Bad: bad.Load(),
+		Redirects: kv.Redirects(), Fenced: kv.Fenced(), Seconds: elapsed.Seconds(), Examples: ex.list,
+	}
+	s.Ops = s.Reads + s.Writes
+	if err := s.write(stdout, o.output); err != nil {
+		return err
+	}
+	if s.Errors > 0 || s.Bad > 0 {
+		return fmt.Errorf("traffic: %d errors, %d wrong reads or lost writes", s.Errors, s.Bad)
+	}
+	return nil
+}
