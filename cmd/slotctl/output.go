@@ -1,11 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/slotd/slotd/api/slotdv1"
 )
 
 // printJSON writes v as indented JSON: the stable, documented form of -o json.
@@ -42,4 +51,101 @@ func (g *globals) print(v any, tableFn func(io.Writer) error) error {
 		return printJSON(g.stdout, v)
 	}
 	return tableFn(g.stdout)
+}
+
+// planJSON renders a plan in its one JSON form, everywhere a plan is
+// printed: the protojson of slotdv1.Plan with the .proto field names, which
+// `slotctl apply plan.json` (Admin.SubmitPlan) reads back. protojson varies
+// its whitespace on purpose; re-indenting makes the output stable.
+func planJSON(p *slotdv1.Plan) (json.RawMessage, error) {
+	if p == nil {
+		return json.RawMessage("null"), nil
+	}
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// enumName is a proto enum value as printed: NODE_STATE_DRAINING with
+// prefix "NODE_STATE_" is "draining".
+func enumName(v fmt.Stringer, prefix string) string {
+	return strings.ToLower(strings.TrimPrefix(v.String(), prefix))
+}
+
+func nodeState(s slotdv1.NodeState) string     { return enumName(s, "NODE_STATE_") }
+func planState(s slotdv1.PlanState) string     { return enumName(s, "PLAN_STATE_") }
+func movePhase(p slotdv1.MovePhase) string     { return enumName(p, "MOVE_PHASE_") }
+func historyKind(k slotdv1.HistoryKind) string { return enumName(k, "HISTORY_KIND_") }
+
+// formatBytes prints a byte count in binary units: 0 B, 512 B, 1.5 KiB, 250.0 MiB.
+func formatBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// formatRate prints a throttle; 0 is no limit.
+func formatRate(bps uint64) string {
+	if bps == 0 {
+		return "unlimited"
+	}
+	return formatBytes(bps) + "/s"
+}
+
+// formatDuration rounds a duration for people: 850ms, 12s, 4m10s, 2h3m.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < time.Hour:
+		return strings.TrimSuffix(d.Round(time.Second).String(), "0s")
+	default:
+		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	}
+}
+
+// formatTime prints a timestamp in UTC to the second, "-" when unset.
+func formatTime(ts *timestamppb.Timestamp) string {
+	if ts == nil {
+		return "-"
+	}
+	return ts.AsTime().UTC().Format(time.RFC3339)
+}
+
+// timeJSON is a timestamp in JSON: RFC 3339 UTC, "" when unset.
+func timeJSON(ts *timestamppb.Timestamp) string {
+	if ts == nil {
+		return ""
+	}
+	return ts.AsTime().UTC().Format(time.RFC3339Nano)
+}
+
+// orDash prints "-" for an empty column.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// sortedKeys returns a map's keys in order, for stable output.
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }

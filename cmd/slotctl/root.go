@@ -35,14 +35,24 @@ type refusedError struct{ err error }
 func (e refusedError) Error() string { return e.err.Error() }
 func (e refusedError) Unwrap() error { return e.err }
 
-// globals are the flags every command shares.
+// globals are the flags every command shares, and the process's
+// surroundings, injected so tests capture them.
 type globals struct {
 	endpoints string
 	timeout   time.Duration
 	output    string
+	operator  string
+	tlsCA     string
+	tlsCert   string
+	tlsKey    string
+	tokenFile string
 	stdin     io.Reader
 	stdout    io.Writer
 	stderr    io.Writer
+	// tty reports whether stdout is a terminal (progress bar, prompts).
+	tty func() bool
+	// poll is how often a wait asks slotd for progress.
+	poll time.Duration
 }
 
 func (g *globals) endpointList() []string {
@@ -76,6 +86,11 @@ or a precondition failed; nothing changed).`,
 	pf.StringVar(&g.endpoints, "endpoints", defEndpoints, "slotd gRPC endpoints, comma-separated (env SLOTCTL_ENDPOINTS)")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "timeout of each request to slotd")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	pf.StringVar(&g.operator, "operator", defaultOperator(), "name recorded in history for changes (ignored when slotd authenticates callers)")
+	pf.StringVar(&g.tlsCA, "tls-ca", "", "CA (PEM) that verifies slotd's certificate; enables TLS")
+	pf.StringVar(&g.tlsCert, "tls-cert", "", "client certificate (PEM) with an admin role; enables TLS")
+	pf.StringVar(&g.tlsKey, "tls-key", "", "private key (PEM) for --tls-cert")
+	pf.StringVar(&g.tokenFile, "token-file", "", "file holding a bearer token with an admin role (needs TLS)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		if g.output != "table" && g.output != "json" {
 			return usagef("unknown output format %q; use -o table or -o json", g.output)
@@ -101,7 +116,12 @@ func register(f func(*globals) *cobra.Command) { commands = append(commands, f) 
 // run executes the command line and returns the process exit code. Errors
 // are one line on stderr.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr, tty: func() bool { return isTerminal(stdout) }, poll: 300 * time.Millisecond}
+	return runWith(g, args)
+}
+
+// runWith is run with the surroundings already set (tests set tty and poll).
+func runWith(g *globals, args []string) int {
 	root := newRootCmd(g)
 	root.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -110,8 +130,28 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "slotctl: %s\n", oneLine(err.Error()))
+	err = fromRPC(err, g)
+	fmt.Fprintf(g.stderr, "slotctl: %s\n", oneLine(err.Error()))
 	return exitCode(err)
+}
+
+// defaultOperator names the person at the keyboard for history.
+func defaultOperator() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "slotctl"
+}
+
+// isTerminal reports whether w is a character device (a terminal), without
+// a dependency on x/term: progress bars and prompts only make sense there.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func exitCode(err error) int {

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/api/slotmap"
+)
+
+func init() { register(newInitCmd) }
+
+// `slotctl init -o json` prints the new map in the form of `slotctl map -o
+// json` (mapJSON).
+type initOptions struct {
+	nodes  []string
+	vnodes uint32
+}
+
+func newInitCmd(g *globals) *cobra.Command {
+	var o initOptions
+	cmd := &cobra.Command{
+		Use:   "init --node ID=ADDR[,zone=Z][,weight=W] ...",
+		Short: "Bootstrap the directory: assign every slot from a vnode ring over the nodes",
+		Long: `init assigns all 16,384 slots for the first time, from a vnode consistent-hash
+ring over the given nodes: the same nodes always give the same map. It refuses
+(exit 3) a cluster that is already bootstrapped; change a running cluster with
+slotctl plan and slotctl apply.`,
+		Example: `  slotctl init --node n1=127.0.0.1:7501 --node n2=127.0.0.1:7502 --node n3=127.0.0.1:7503
+  slotctl init --node n1=127.0.0.1:7501,zone=a,weight=2 --node n2=127.0.0.1:7502,zone=b --vnodes 128`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(o.nodes) == 0 {
+				return usagef("give the initial nodes with --node ID=HOST:PORT (repeat it)")
+			}
+			req := &slotdv1.BootstrapRequest{Vnodes: o.vnodes, Operator: g.operator}
+			seen := map[string]bool{}
+			for _, s := range o.nodes {
+				n, err := parseNodeSpec(s)
+				if err != nil {
+					return err
+				}
+				if seen[n.Id] {
+					return usagef("node %s is given twice", n.Id)
+				}
+				seen[n.Id] = true
+				req.Nodes = append(req.Nodes, &slotdv1.Node{Id: n.Id, Address: n.Address, Zone: n.Zone, Weight: n.Weight})
+			}
+			return g.withConn(cmd.Context(), func(ctx context.Context, c *conn) error {
+				cctx, cancel := g.call(ctx)
+				defer cancel()
+				resp, err := c.admin.Bootstrap(cctx, req)
+				if err != nil {
+					return err
+				}
+				m, err := slotmap.FromProto(resp.GetMap())
+				if err != nil {
+					return fmt.Errorf("bootstrapped, but slotd sent a map slotctl cannot read: %w", err)
+				}
+				out, err := mapView(m, "")
+				if err != nil {
+					return err
+				}
+				return g.print(out, func(w io.Writer) error {
+					fmt.Fprintf(w, "bootstrapped at version %d\n\n", out.Version)
+					t := newTable(w, "NODE", "ADDRESS", "ZONE", "WEIGHT", "SLOTS", "RANGES")
+					for _, n := range out.Nodes {
+						t.row(n.ID, n.Address, orDash(n.Zone), n.Weight, n.Slots, len(n.Ranges))
+					}
+					return t.flush()
+				})
+			})
+		},
+	}
+	cmd.Flags().StringArrayVar(&o.nodes, "node", nil, "an initial node, ID=HOST:PORT[,zone=Z][,weight=W]; repeat for each node")
+	cmd.Flags().Uint32Var(&o.vnodes, "vnodes", 0, "virtual nodes per unit of weight on the ring (0: slotd's default)")
+	return cmd
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/slotd/slotd/api/slotdv1"
+)
+
+func init() { registerNodes(newNodesListCmd) }
+
+// nodesListJSON is `slotctl nodes list -o json`:
+//
+//	{"version": 12,
+//	 "nodes": [{"id": "n1", "address": "127.0.0.1:7501", "zone": "", "weight": 1,
+//	            "state": "active", "slots": 5461,
+//	            "last_heartbeat": "2026-01-02T03:04:05.123Z", "hold_down_until": ""}]}
+//
+// Times are RFC 3339 in UTC, "" when unset. Nodes are sorted by id.
+type nodesListJSON struct {
+	Version uint64         `json:"version"`
+	Nodes   []nodeInfoJSON `json:"nodes"`
+}
+
+type nodeInfoJSON struct {
+	nodeJSON
+	Slots         uint32 `json:"slots"`
+	LastHeartbeat string `json:"last_heartbeat"`
+	HoldDownUntil string `json:"hold_down_until"`
+}
+
+func newNodesListCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Short:   "List the registered nodes with their state, slots and last heartbeat",
+		Example: "  slotctl nodes list\n  slotctl nodes list -o json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withConn(cmd.Context(), func(ctx context.Context, c *conn) error {
+				cctx, cancel := g.call(ctx)
+				defer cancel()
+				resp, err := c.dir.ListNodes(cctx, &slotdv1.ListNodesRequest{})
+				if err != nil {
+					return err
+				}
+				infos := slices.Clone(resp.GetNodes())
+				slices.SortFunc(infos, func(a, b *slotdv1.NodeInfo) int { return strings.Compare(a.GetNode().GetId(), b.GetNode().GetId()) })
+				out := nodesListJSON{Version: resp.GetVersion(), Nodes: []nodeInfoJSON{}}
+				for _, n := range infos {
+					out.Nodes = append(out.Nodes, nodeInfoJSON{
+						nodeJSON: nodeOf(n.GetNode()), Slots: n.GetSlots(),
+						LastHeartbeat: timeJSON(n.GetLastHeartbeat()), HoldDownUntil: timeJSON(n.GetHoldDownUntil()),
+					})
+				}
+				return g.print(out, func(w io.Writer) error {
+					t := newTable(w, "NODE", "ADDRESS", "ZONE", "WEIGHT", "STATE", "SLOTS", "LAST HEARTBEAT", "HELD DOWN UNTIL")
+					for i, n := range out.Nodes {
+						t.row(n.ID, n.Address, orDash(n.Zone), n.Weight, n.State, n.Slots,
+							formatTime(infos[i].GetLastHeartbeat()), formatTime(infos[i].GetHoldDownUntil()))
+					}
+					return t.flush()
+				})
+			})
+		},
+	}
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/slotd/slotd/api/slotdv1"
+)
+
+func init() { register(newPlanCmd) }
+
+// planFlags are the node edits and limits of plan and rebalance.
+type planFlags struct {
+	add      []string
+	drain    []string
+	weights  []string
+	maxMoves uint32
+	reason   string
+}
+
+func (f *planFlags) register(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&f.add, "add", nil, "plan adding a node, ID=HOST:PORT[,zone=Z][,weight=W]; repeatable")
+	fs.StringSliceVar(&f.drain, "drain", nil, "plan emptying a node, by id; repeatable")
+	fs.StringArrayVar(&f.weights, "weight", nil, "plan a new weight, ID=W (0 empties the node); repeatable")
+	fs.Uint32Var(&f.maxMoves, "max-moves", 0, "stop the plan after this many moves (0: as many as balance needs)")
+	fs.StringVar(&f.reason, "reason", "", "why, recorded with the plan")
+}
+
+// request checks the flags and builds the Plan request; nothing is sent.
+func (f *planFlags) request(operator string) (*slotdv1.PlanRequest, error) {
+	req := &slotdv1.PlanRequest{MaxMoves: f.maxMoves, Operator: operator, Reason: f.reason}
+	seen := map[string]string{}
+	claim := func(id, how string) error {
+		if prev, ok := seen[id]; ok {
+			return usagef("node %s is given twice (%s and %s)", id, prev, how)
+		}
+		seen[id] = how
+		return nil
+	}
+	for _, s := range f.add {
+		n, err := parseNodeSpec(s)
+		if err != nil {
+			return nil, err
+		}
+		if err := claim(n.Id, "--add"); err != nil {
+			return nil, err
+		}
+		req.Add = append(req.Add, n)
+	}
+	for _, id := range f.drain {
+		if err := checkNodeID(id); err != nil {
+			return nil, err
+		}
+		if err := claim(id, "--drain"); err != nil {
+			return nil, err
+		}
+		req.Drain = append(req.Drain, id)
+	}
+	for _, s := range f.weights {
+		id, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return nil, usagef("--weight %q: want ID=W, e.g. n1=2", s)
+		}
+		if err := checkNodeID(id); err != nil {
+			return nil, err
+		}
+		w, err := parseWeight(v)
+		if err != nil {
+			return nil, err
+		}
+		if err := claim(id, "--weight"); err != nil {
+			return nil, err
+		}
+		if req.Weights == nil {
+			req.Weights = map[string]uint32{}
+		}
+		req.Weights[id] = w
+	}
+	return req, nil
+}
+
+// propose asks slotd for a plan and the throttle it was estimated at.
+func (g *globals) propose(ctx context.Context, c *conn, req *slotdv1.PlanRequest) (*slotdv1.Plan, uint64, error) {
+	cctx, cancel := g.call(ctx)
+	defer cancel()
+	resp, err := c.admin.Plan(cctx, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	// The estimate was made at the throttle in force; show which. A status
+	// that fails here costs only that line.
+	var rate uint64
+	if st, err := c.admin.Status(cctx, &slotdv1.StatusRequest{}); err == nil {
+		rate = st.GetThrottle().GetDefaultBytesPerSecond()
+	}
+	return resp.GetPlan(), rate, nil
+}
+
+// previewMoves is how many moves the table preview lists.
+const previewMoves = 10
+
+// printPlanPreview prints a plan before it is applied: moves, bytes,
+// per-node before and after, estimated time.
+func printPlanPreview(w io.Writer, p *slotdv1.Plan, rate uint64) error {
+	fmt.Fprintf(w, "plan %s (base version %d, %s)\n", p.GetId(), p.GetBaseVersion(), planState(p.GetState()))
+	fmt.Fprintf(w, "%d moves, %s, estimated %s at %s\n", len(p.GetMoves()), formatBytes(p.GetTotalBytes()),
+		formatDuration(p.GetEstimated().AsDuration()), formatRate(rate))
+	if e := p.GetEdits(); e != nil {
+		for _, n := range e.GetAdd() {
+			fmt.Fprintf(w, "adds node %s at %s (zone %s, weight %d)\n", n.GetId(), n.GetAddress(), orDash(n.GetZone()), max(n.GetWeight(), 1))
+		}
+		for _, id := range e.GetDrain() {
+			fmt.Fprintf(w, "drains node %s\n", id)
+		}
+		for _, id := range sortedKeys(e.GetWeights()) {
+			fmt.Fprintf(w, "sets the weight of %s to %d\n", id, e.GetWeights()[id])
+		}
+	}
+	fmt.Fprintln(w)
+	t := newTable(w, "NODE", "SLOTS BEFORE", "SLOTS AFTER", "CHANGE", "BYTES BEFORE", "BYTES AFTER")
+	for _, n := range p.GetNodes() {
+		t.row(n.GetNodeId(), n.GetSlotsBefore(), n.GetSlotsAfter(), fmt.Sprintf("%+d", int64(n.GetSlotsAfter())-int64(n.GetSlotsBefore())),
+			formatBytes(n.GetBytesBefore()), formatBytes(n.GetBytesAfter()))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(p.GetMoves()) > 0 {
+		fmt.Fprintln(w)
+		t := newTable(w, "SLOT", "FROM", "TO", "BYTES", "REASON")
+		for _, m := range p.GetMoves()[:min(len(p.GetMoves()), previewMoves)] {
+			t.row(m.GetSlot(), m.GetFrom(), m.GetTo(), formatBytes(m.GetBytes()), orDash(m.GetReason()))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if n := len(p.GetMoves()) - previewMoves; n > 0 {
+			fmt.Fprintf(w, "... and %d more moves (all of them: -o json)\n", n)
+		}
+	}
+	return nil
+}
+
+func newPlanCmd(g *globals) *cobra.Command {
+	var f planFlags
+	cmd := &cobra.Command{
+		Use:   "plan [--add ID=ADDR ...] [--drain ID ...] [--weight ID=W ...]",
+		Short: "Preview a rebalance: moves, bytes, per-node before/after, estimated time; moves nothing",
+		Long: `plan computes the minimum set of single-slot moves that balances the cluster
+for the node changes given (none: balance the current nodes), stores it as a
+proposed plan and shows it. Nothing changes until you apply it:
+
+  slotctl apply PLAN_ID --wait
+
+-o json writes the plan file (the protojson form of slotd.v1.Plan), which
+slotctl apply reads back, so a plan can be reviewed and applied later or
+elsewhere. Node edits are made by apply, not by plan.`,
+		Example: `  slotctl plan --add n4=127.0.0.1:7504
+  slotctl plan --add n4=127.0.0.1:7504 -o json > plan.json
+  slotctl plan --drain n3 --max-moves 100`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req, err := f.request(g.operator)
+			if err != nil {
+				return err
+			}
+			return g.withConn(cmd.Context(), func(ctx context.Context, c *conn) error {
+				p, rate, err := g.propose(ctx, c, req)
+				if err != nil {
+					return err
+				}
+				return g.printPlan(p, func(w io.Writer) error {
+					if err := printPlanPreview(w, p, rate); err != nil {
+						return err
+					}
+					if len(p.GetMoves()) == 0 && p.GetEdits() == nil {
+						_, err := fmt.Fprintln(w, "\nnothing to move: the cluster is balanced")
+						return err
+					}
+					_, err := fmt.Fprintf(w, "\napply it with: slotctl apply %s --wait\n", p.GetId())
+					return err
+				})
+			})
+		},
+	}
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// printPlan prints a plan: its JSON form (planJSON) with -o json.
+func (g *globals) printPlan(p *slotdv1.Plan, tableFn func(io.Writer) error) error {
+	raw, err := planJSON(p)
+	if err != nil {
+		return err
+	}
+	return g.print(raw, tableFn)
+}

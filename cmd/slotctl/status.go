@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/slotd/slotd/api/slotdv1"
+)
+
+func init() { register(newStatusCmd) }
+
+// statusJSON is `slotctl status -o json`:
+//
+//	{"version": 12, "server": "slotd-1", "mover_leader": "slotd-1",
+//	 "throttle_bytes_per_second": 50000000,
+//	 "nodes": [{"id": "n1", "address": "127.0.0.1:7501", "zone": "", "weight": 1,
+//	            "state": "active", "slots": 5462, "target_slots": 5461, "load": 1.0002}],
+//	 "in_flight": [{"plan_id": "...", "move_id": "...", "slot": 17, "from": "n1", "to": "n4",
+//	                "phase": "copying", "bytes_copied": 1024, "started_at": "2026-01-02T03:04:05Z"}],
+//	 "active_plan": <plan, see planJSON> or null}
+//
+// Node states: active, draining, down. load is slots/target_slots (1 is
+// balanced; 0 when the node should own nothing).
+type statusJSON struct {
+	Version     uint64          `json:"version"`
+	Server      string          `json:"server"`
+	MoverLeader string          `json:"mover_leader"`
+	Throttle    uint64          `json:"throttle_bytes_per_second"`
+	Nodes       []nodeLoadJSON  `json:"nodes"`
+	InFlight    []moveJSON      `json:"in_flight"`
+	ActivePlan  json.RawMessage `json:"active_plan"`
+}
+
+type nodeLoadJSON struct {
+	ID          string  `json:"id"`
+	Address     string  `json:"address"`
+	Zone        string  `json:"zone"`
+	Weight      uint32  `json:"weight"`
+	State       string  `json:"state"`
+	Slots       uint32  `json:"slots"`
+	TargetSlots uint32  `json:"target_slots"`
+	Load        float64 `json:"load"`
+}
+
+type moveJSON struct {
+	PlanID      string `json:"plan_id"`
+	MoveID      string `json:"move_id"`
+	Slot        uint32 `json:"slot"`
+	From        string `json:"from"`
+	To          string `json:"to"`
+	Phase       string `json:"phase"`
+	BytesCopied uint64 `json:"bytes_copied"`
+	StartedAt   string `json:"started_at"`
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show the directory version, nodes and their load, moves in flight, the active plan, the throttle",
+		Example: `  slotctl status
+  slotctl status -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withConn(cmd.Context(), func(ctx context.Context, c *conn) error {
+				cctx, cancel := g.call(ctx)
+				defer cancel()
+				st, err := c.admin.Status(cctx, &slotdv1.StatusRequest{})
+				if err != nil {
+					return err
+				}
+				return g.printStatus(st)
+			})
+		},
+	}
+}
+
+func (g *globals) printStatus(st *slotdv1.StatusResponse) error {
+	out := statusJSON{
+		Version: st.GetVersion(), Server: st.GetServer(), MoverLeader: st.GetMoverLeader(),
+		Throttle: st.GetThrottle().GetDefaultBytesPerSecond(), Nodes: []nodeLoadJSON{}, InFlight: []moveJSON{},
+	}
+	nodes := slices.Clone(st.GetNodes())
+	slices.SortFunc(nodes, func(a, b *slotdv1.NodeLoad) int { return strings.Compare(a.GetNode().GetId(), b.GetNode().GetId()) })
+	for _, n := range nodes {
+		out.Nodes = append(out.Nodes, nodeLoadJSON{
+			ID: n.GetNode().GetId(), Address: n.GetNode().GetAddress(), Zone: n.GetNode().GetZone(),
+			Weight: n.GetNode().GetWeight(), State: nodeState(n.GetNode().GetState()),
+			Slots: n.GetSlots(), TargetSlots: n.GetTargetSlots(), Load: n.GetLoad(),
+		})
+	}
+	for _, m := range st.GetInFlight() {
+		out.InFlight = append(out.InFlight, moveJSON{
+			PlanID: m.GetPlanId(), MoveID: m.GetId(), Slot: m.GetSlot(), From: m.GetFrom(), To: m.GetTo(),
+			Phase: movePhase(m.GetPhase()), BytesCopied: m.GetBytesCopied(), StartedAt: timeJSON(m.GetStartedAt()),
+		})
+	}
+	var err error
+	if out.ActivePlan, err = planJSON(st.GetActivePlan()); err != nil {
+		return err
+	}
+	return g.print(out, func(w io.Writer) error {
+		fmt.Fprintf(w, "version %d, server %s, mover leader %s, throttle %s\n\n",
+			out.Version, orDash(out.Server), orDash(out.MoverLeader), formatRate(out.Throttle))
+		t := newTable(w, "NODE", "ADDRESS", "ZONE", "WEIGHT", "STATE", "SLOTS", "TARGET", "LOAD")
+		for _, n := range out.Nodes {
+			target, load := "-", "-"
+			if n.TargetSlots > 0 {
+				target, load = fmt.Sprint(n.TargetSlots), fmt.Sprintf("%.2f", n.Load)
+			}
+			t.row(n.ID, n.Address, orDash(n.Zone), n.Weight, n.State, n.Slots, target, load)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if p := st.GetActivePlan(); p != nil {
+			fmt.Fprintf(w, "\n%s\n", planProgressLine(p))
+		} else {
+			fmt.Fprintln(w, "\nno plan applying")
+		}
+		if len(out.InFlight) > 0 {
+			fmt.Fprintln(w)
+			t := newTable(w, "SLOT", "FROM", "TO", "PHASE", "COPIED", "PLAN")
+			for _, m := range out.InFlight {
+				t.row(m.Slot, m.From, m.To, m.Phase, formatBytes(m.BytesCopied), orDash(m.PlanID))
+			}
+			return t.flush()
+		}
+		return nil
+	})
+}
+
+// planProgressLine is one line about a plan: state, moves and bytes done.
+func planProgressLine(p *slotdv1.Plan) string {
+	pr := p.GetProgress()
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan %s %s: %d/%d moves done", p.GetId(), planState(p.GetState()), pr.GetDone()+pr.GetSkipped(), pr.GetMoves())
+	if pr.GetSkipped() > 0 {
+		fmt.Fprintf(&b, " (%d skipped)", pr.GetSkipped())
+	}
+	if pr.GetAborted() > 0 {
+		fmt.Fprintf(&b, ", %d aborted", pr.GetAborted())
+	}
+	fmt.Fprintf(&b, ", %s of %s", formatBytes(pr.GetBytesDone()), formatBytes(pr.GetBytes()))
+	if e := p.GetError(); e != "" {
+		fmt.Fprintf(&b, "; error: %s", e)
+	}
+	return b.String()
+}
