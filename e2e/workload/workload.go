@@ -81,6 +81,9 @@ type Config struct {
 	// Prefix of the keys; use a fresh one per run, since the checks assume
 	// every key starts absent. Default "wl".
 	Prefix string
+	// KeySet, when set, is the key set instead of Prefix:0 .. Keys-1 (to
+	// aim the load at chosen slots). Keys is then len(KeySet).
+	KeySet []string
 	// Rate bounds operations per second over all clients. Default 200.
 	Rate float64
 	// Reads and CASes are the shares of Get and CompareAndSet; the rest are
@@ -108,6 +111,9 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.Clients == 0 {
 		c.Clients = 4
+	}
+	if len(c.KeySet) > 0 {
+		c.Keys = len(c.KeySet)
 	}
 	if c.Keys == 0 {
 		c.Keys = 16
@@ -148,7 +154,12 @@ func New(cfg Config) (*Workload, error) {
 }
 
 // Key returns the i-th key of the key set.
-func (w *Workload) Key(i int) string { return fmt.Sprintf("%s:%d", w.cfg.Prefix, i) }
+func (w *Workload) Key(i int) string {
+	if len(w.cfg.KeySet) > 0 {
+		return w.cfg.KeySet[i]
+	}
+	return fmt.Sprintf("%s:%d", w.cfg.Prefix, i)
+}
 
 // Keys returns the whole key set.
 func (w *Workload) Keys() []string {

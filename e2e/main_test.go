@@ -1,0 +1,79 @@
+// Package e2e runs slotd's real binaries as separate processes: a
+// three-member etcd cluster (`slotd etcd`), slotd replicas, slotkv nodes and
+// the slotkv client commands, under load from an in-process SDK workload,
+// with faults injected by signals. After every scenario it checks the
+// guarantees of DESIGN.md: no acknowledged write lost, one owner per slot,
+// versions only grow, no node serving a slot it does not own, and a
+// linearizable history (porcupine).
+//
+// `go test ./e2e` (and `make test`) runs the short scenarios; E2E_FULL=1
+// runs all of them (`make e2e`), printing a summary table at the end.
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/slotd/slotd/e2e/harness"
+)
+
+func TestMain(m *testing.M) {
+	code := harness.Main(m)
+	printResults()
+	if code == 0 {
+		// The SDK's and gRPC's goroutines must all be gone once every test
+		// closed its clients.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// full reports whether the long scenarios run (E2E_FULL=1).
+func full(t *testing.T) {
+	if os.Getenv("E2E_FULL") == "" {
+		t.Skip("long scenario: set E2E_FULL=1 (make e2e)")
+	}
+}
+
+// result is one scenario's row of the summary table.
+type result struct {
+	scenario     string
+	ops, errs    int
+	lost         int
+	linearizable string
+	elapsed      time.Duration
+}
+
+var (
+	resultsMu sync.Mutex // guards results
+	results   []result
+)
+
+func addResult(r result) {
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	results = append(results, r)
+}
+
+func printResults() {
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	if len(results) == 0 {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%-34s %10s %13s %11s %13s %8s\n", "scenario", "operations", "client errors", "lost writes", "linearizable", "time")
+	for _, r := range results {
+		fmt.Fprintf(&b, "%-34s %10d %13d %11d %13s %7.1fs\n", r.scenario, r.ops, r.errs, r.lost, r.linearizable, r.elapsed.Seconds())
+	}
+	fmt.Print(b.String())
+}
