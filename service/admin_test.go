@@ -200,6 +200,11 @@ func TestNodeCalls(t *testing.T) {
 		t.Errorf("heartbeat of a removed node: %v, want NotFound (register again)", err)
 	}
 
+	// Answers come from the hub, which follows etcd a moment behind.
+	eventually(t, "the hub has every change", func() bool {
+		v, err := d.Version(ctx)
+		return err == nil && srv.svc.Hub().Current().Version() == v
+	})
 	lk, err := dc.Lookup(ctx, &slotdv1.LookupRequest{Target: &slotdv1.LookupRequest_Key{Key: []byte("{user:42}:cart")}})
 	if err != nil {
 		t.Fatal(err)

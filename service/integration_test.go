@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -41,7 +42,8 @@ func startKV(t *testing.T, id, slotdAddr string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := slotkv.Open(slotkv.Config{ID: id, DataDir: t.TempDir(), Map: sdkMap{newClient(t, slotdAddr)}, NoSync: true})
+	srv, err := slotkv.Open(slotkv.Config{ID: id, DataDir: t.TempDir(), Map: sdkMap{newClient(t, slotdAddr)}, NoSync: true,
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
