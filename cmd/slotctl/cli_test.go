@@ -7,7 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var rewrite = flag.Bool("rewrite", false, "rewrite golden files in testdata/")
 
@@ -80,4 +84,10 @@ func TestExitCodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// capture returns globals that print to a buffer in the given form.
+func capture(output string) (*bytes.Buffer, *globals) {
+	var out bytes.Buffer
+	return &out, &globals{output: output, stdout: &out, stderr: &out, tty: func() bool { return false }}
 }

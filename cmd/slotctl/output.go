@@ -61,7 +61,7 @@ func planJSON(p *slotdv1.Plan) (json.RawMessage, error) {
 	if p == nil {
 		return json.RawMessage("null"), nil
 	}
-	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(p)
+	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(p)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/slotd/slotd/client"
+	"github.com/slotd/slotd/client/node"
+	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/migrations"
+	"github.com/slotd/slotd/mover"
+	"github.com/slotd/slotd/service"
+	"github.com/slotd/slotd/slotkv"
+	"github.com/slotd/slotd/slots"
+)
+
+// testSlotd is slotd in-process, wired the way cmd/slotd wires it (a real
+// gRPC server on 127.0.0.1 over a real embedded etcd), stopped when the
+// test ends.
+type testSlotd struct {
+	addr string
+}
+
+// startSlotd serves slotd. With mover, an executor runs plans (it needs
+// store nodes that answer: see startKV); without, plans stay where the
+// API leaves them, which keeps output deterministic.
+func startSlotd(t *testing.T, withMover bool) *testSlotd {
+	t.Helper()
+	e := etcdtest.New(t)
+	d, err := directory.New(directory.Config{Client: e.NewClient(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := migrations.Apply(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := mover.NewControl(mover.ControlConfig{Directory: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := service.Config{Directory: d, Control: ctl, ClusterID: "test", ServerID: "s1"}
+	var exe *mover.Executor
+	if withMover {
+		pool := mover.NewStorePool(mover.PoolConfig{})
+		t.Cleanup(func() { pool.Close() })
+		exe, err = mover.NewExecutor(mover.ExecutorConfig{Directory: d, Control: ctl, Etcd: e.NewClient(t), Stores: pool,
+			Name: "m1", Backoff: 20 * time.Millisecond, ProgressInterval: 50 * time.Millisecond, DisableLiveness: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Mover = exe
+	}
+	svc, err := service.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(service.ServerOptions()...)
+	svc.Register(srv)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+
+	runCtx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = svc.Run(runCtx) }()
+	go func() { defer wg.Done(); _ = srv.Serve(lis) }()
+	if exe != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = exe.Run(runCtx) }()
+	}
+	// Shutdown order: 1. stop the executor and the hub (ends watch
+	// streams), 2. stop serving, 3. wait for every goroutine.
+	t.Cleanup(func() {
+		stop()
+		srv.GracefulStop()
+		wg.Wait()
+	})
+	return &testSlotd{addr: lis.Addr().String()}
+}
+
+// result is one slotctl run.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// run runs slotctl against s as operator "tester", with fast polling.
+func (s *testSlotd) run(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	g := &globals{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb,
+		tty: func() bool { return false }, poll: 20 * time.Millisecond}
+	code := runWith(g, append([]string{"--endpoints", s.addr, "--operator", "tester"}, args...))
+	return result{out.String(), errb.String(), code}
+}
+
+// ok runs slotctl and fails the test unless it exits 0 with no stderr.
+func (s *testSlotd) ok(t *testing.T, args ...string) string {
+	t.Helper()
+	r := s.run(t, "", args...)
+	if r.code != exitOK || r.stderr != "" {
+		t.Fatalf("slotctl %s: exit %d, stderr %q", strings.Join(args, " "), r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+// demo bootstraps the demo cluster's n1-n3 with a small ring (few ranges).
+func (s *testSlotd) demo(t *testing.T) {
+	t.Helper()
+	s.ok(t, "init", "--node", "n1=127.0.0.1:7501", "--node", "n2=127.0.0.1:7502,zone=b",
+		"--node", "n3=127.0.0.1:7503,weight=2", "--vnodes", "8")
+}
+
+// times matches the timestamps slotctl prints, which golden files elide.
+var times = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
+
+// elideTimes replaces timestamps; a table's (to the second) keeps its width
+// so columns stay aligned.
+func elideTimes(s string) string {
+	return times.ReplaceAllStringFunc(s, func(m string) string {
+		if len(m) == len("2006-01-02T15:04:05Z") {
+			return "YYYY-MM-DDTHH:MM:SSZ"
+		}
+		return "TIME"
+	})
+}
+
+// eventually polls cond until it holds, failing the test after 30s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sdkMap is a store node's map: the SDK's, fed by slotd.
+type sdkMap struct{ c *client.Client }
+
+func (m sdkMap) Owner(s slots.Slot) (node.Owner, bool) {
+	cur := m.c.Map()
+	if cur == nil || cur.Empty() {
+		return node.Owner{}, false
+	}
+	r := cur.RouteSlot(s)
+	return node.Owner{ID: r.Owner(), Addr: r.Addr(), Version: cur.Version()}, r.OK()
+}
+
+// startKV serves a slotkv store node that follows slotd's map on a free
+// port and returns its address; it stops when the test ends.
+func startKV(t *testing.T, id, slotdAddr string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Options{Endpoints: []string{slotdAddr},
+		ReconnectBackoff: 10 * time.Millisecond, MaxReconnectBackoff: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := slotkv.Open(slotkv.Config{ID: id, DataDir: t.TempDir(), Map: sdkMap{c}, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	srv.Register(g)
+	runCtx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = g.Serve(lis) }()
+	go func() {
+		defer wg.Done()
+		if err := srv.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("slotkv %s: %v", id, err)
+		}
+	}()
+	t.Cleanup(func() {
+		g.Stop()
+		stop()
+		wg.Wait()
+		srv.Close()
+		c.Close()
+	})
+	return lis.Addr().String()
+}
