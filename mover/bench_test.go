@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/slots"
@@ -143,3 +146,90 @@ func BenchmarkMoveThroughput(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkThrottle runs a plan moving 20 MB (10 slots of 2 MB) at a
+// 2 MB/s throttle, switching to 4 MB/s half way, and reports the rate
+// measured over whole seconds at each setting (the first second after a
+// start or a change is left out: the token bucket's burst) and how long
+// the new rate took to show.
+func BenchmarkThrottle(b *testing.B) {
+	const slotBytes, nSlots = 2_000_000, 10
+	for b.Loop() {
+		c := newClusterTB(b, 2)
+		e, _ := c.startExecutor("bench")
+		snap, _ := c.dir.Snapshot(c.ctx)
+		mine := snap.SlotsOf("n1")
+		p := &Plan{ID: "throttle-bench"}
+		for s := range mine.All() {
+			if len(p.Moves) == nSlots {
+				break
+			}
+			fillSlot(b, c.nodes["n1"], s, slotBytes/10_000, 10_000-len(keysInSlots(map[int]bool{s.Int(): true}, 1)[0]))
+			p.Moves = append(p.Moves, PlannedMove{Slot: s.Int(), From: "n1", To: "n2"})
+		}
+		if err := c.ctl.SetThrottle(c.ctx, 2_000_000, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.ctl.Submit(c.ctx, p, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		type sample struct {
+			at    time.Time
+			bytes float64
+		}
+		var samples []sample
+		start := time.Now()
+		if _, err := c.ctl.Apply(c.ctx, p.ID, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		var changedAt time.Time
+		for {
+			got := testutilValue(e.m.bytesMoved)
+			samples = append(samples, sample{time.Now(), got})
+			if changedAt.IsZero() && got >= slotBytes*nSlots/2 {
+				if err := c.ctl.SetThrottle(c.ctx, 4_000_000, "bench"); err != nil {
+					b.Fatal(err)
+				}
+				changedAt = time.Now()
+			}
+			if got >= slotBytes*nSlots*0.99 || time.Since(start) > 60*time.Second {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		rate := func(from, to time.Time) float64 {
+			var a, z *sample
+			for i := range samples {
+				if a == nil && !samples[i].at.Before(from) {
+					a = &samples[i]
+				}
+				if !samples[i].at.After(to) {
+					z = &samples[i]
+				}
+			}
+			if a == nil || z == nil || !z.at.After(a.at) {
+				return 0
+			}
+			return (z.bytes - a.bytes) / z.at.Sub(a.at).Seconds()
+		}
+		r1 := rate(start.Add(time.Second), changedAt)
+		r2 := rate(changedAt.Add(time.Second), samples[len(samples)-1].at)
+		b.ReportMetric(r1/1e6, "MB/s@2")
+		b.ReportMetric(r2/1e6, "MB/s@4")
+		// Time until the rate over a sliding half second first reached 90%
+		// of the new setting.
+		settle := -1.0
+		for i := range samples {
+			if samples[i].at.Before(changedAt) {
+				continue
+			}
+			if r := rate(samples[i].at, samples[i].at.Add(500*time.Millisecond)); r >= 0.9*4_000_000 {
+				settle = samples[i].at.Sub(changedAt).Seconds()
+				break
+			}
+		}
+		b.ReportMetric(settle, "s-to-new-rate")
+	}
+}
+
+func testutilValue(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
