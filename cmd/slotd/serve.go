@@ -302,7 +302,13 @@ func serve(ctx context.Context, o *options, stderr io.Writer) (err error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ignoreCanceled(svc.Run(hubCtx)) })
 	g.Go(func() error { return exe.Run(exeCtx) })
-	g.Go(func() error { return gs.Serve(lis) })
+	g.Go(func() error {
+		// A stop that comes before Serve starts is still a clean stop.
+		if err := gs.Serve(lis); !errors.Is(err, grpc.ErrServerStopped) {
+			return err
+		}
+		return nil
+	})
 	if hsrv != nil {
 		g.Go(func() error {
 			var err error
