@@ -59,7 +59,7 @@ changes nothing and exits 1.`,
 					})
 				}
 				if !o.yes {
-					ok, err := confirm(g.stderr, g.stdin, fmt.Sprintf("\napply plan %s (%d moves)? [y/N] ", p.GetId(), len(p.GetMoves())))
+					ok, err := confirm(g.stdout, g.stdin, fmt.Sprintf("\napply plan %s (%d moves)? [y/N] ", p.GetId(), len(p.GetMoves())))
 					if err != nil {
 						return err
 					}

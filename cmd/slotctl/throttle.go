@@ -55,8 +55,15 @@ func parseRate(s string) (uint64, error) {
 	}
 	mult, ok := rateUnits[unit]
 	if !ok {
-		if strings.HasSuffix(unit, "b") || strings.HasSuffix(unit, "bps") {
+		lower := strings.ToLower(unit)
+		if unit == "b" || strings.HasSuffix(lower, "bps") || strings.HasSuffix(lower, "bit") || strings.HasSuffix(lower, "bits") ||
+			len(unit) == 2 && strings.HasSuffix(unit, "b") {
 			return 0, usagef("rate %q: %q looks like bits; slotd throttles bytes (e.g. MB/s or MiB/s); %s", s, unit, hint)
+		}
+		for u := range rateUnits {
+			if strings.EqualFold(u, unit) {
+				return 0, usagef("rate %q: unknown unit %q (units are case sensitive: did you mean %s?); %s", s, unit, u, hint)
+			}
 		}
 		return 0, usagef("rate %q: unknown unit %q; %s", s, unit, hint)
 	}
