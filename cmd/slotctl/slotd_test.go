@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"regexp"
 	"strings"
@@ -183,7 +184,7 @@ func startKV(t *testing.T, id, slotdAddr string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := slotkv.Open(slotkv.Config{ID: id, DataDir: t.TempDir(), Map: sdkMap{c}, NoSync: true})
+	srv, err := slotkv.Open(slotkv.Config{ID: id, DataDir: t.TempDir(), Map: sdkMap{c}, NoSync: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
