@@ -1,5 +1,3 @@
-// Command slotctl is the operator's CLI for slotd: inspect the slot map, add
-// and drain nodes, plan, apply, throttle, pause and roll back rebalances.
 package main
 
 import (

@@ -23,8 +23,8 @@ func newMoveCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "move SLOT --to ID",
 		Short: "Move one slot to a node now (a plan of one move)",
-		Example: `  slotctl move 42 --to n2 --wait
-  slotctl lookup --slot 42`,
+		Example: `  slotctl lookup --slot 42
+  slotctl move 42 --to n4 --wait`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := parseSlot(args[0])

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slotd/slotd/api/slotdv1"
+)
+
+func planAt(state slotdv1.PlanState, done, moves uint32, bytesDone, total uint64) *slotdv1.Plan {
+	return &slotdv1.Plan{Id: "p1", State: state, Progress: &slotdv1.PlanProgress{
+		Moves: moves, Done: done, Pending: moves - done, Bytes: total, BytesDone: bytesDone}}
+}
+
+func TestProgressBar(t *testing.T) {
+	var out bytes.Buffer
+	p := newProgress(&out, true, "p1")
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	applying := slotdv1.PlanState_PLAN_STATE_APPLYING
+	p.update(planAt(applying, 0, 10, 0, 100<<20), t0)
+	p.update(planAt(applying, 5, 10, 50<<20, 100<<20), t0.Add(10*time.Second))
+	p.end()
+	want := "\r\x1b[K[>                             ]   0%  0/10 slots  0 B/100.0 MiB  0 B/s  ETA -  applying" +
+		"\r\x1b[K[===============>              ]  50%  5/10 slots  50.0 MiB/100.0 MiB  5.0 MiB/s  ETA 10s  applying\n"
+	if out.String() != want {
+		t.Fatalf("bar:\n%q\nwant\n%q", out.String(), want)
+	}
+}
+
+// TestProgressLines: off a terminal, a line per 5% step, at most one a
+// second, a line every 10s when nothing moves, and always the last state.
+func TestProgressLines(t *testing.T) {
+	var out bytes.Buffer
+	p := newProgress(&out, false, "p1")
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	applying, done := slotdv1.PlanState_PLAN_STATE_APPLYING, slotdv1.PlanState_PLAN_STATE_DONE
+	steps := []struct {
+		at     time.Duration
+		done   uint32
+		prints bool
+	}{
+		{0, 0, true},                        // first
+		{300 * time.Millisecond, 10, false}, // a new step, but within a second
+		{1200 * time.Millisecond, 10, true}, // the step, a second later
+		{2500 * time.Millisecond, 12, false},
+		{3 * time.Second, 12, false},         // same step (12% -> step 2)
+		{13500 * time.Millisecond, 12, true}, // nothing moved for 10s: a line anyway
+		{14 * time.Second, 100, true},        // done: always
+	}
+	for _, s := range steps {
+		before := out.Len()
+		st := applying
+		if s.done == 100 {
+			st = done
+		}
+		p.update(planAt(st, s.done, 100, 0, 0), t0.Add(s.at))
+		if printed := out.Len() > before; printed != s.prints {
+			t.Fatalf("at %s (%d done): printed %v, want %v; output so far:\n%s", s.at, s.done, printed, s.prints, out.String())
+		}
+	}
+	last := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if got := last[len(last)-1]; got != "plan p1 done: 100%  100/100 slots  0 B/0 B  0 B/s  ETA 0s" {
+		t.Fatalf("last line %q", got)
+	}
+}
