@@ -18,6 +18,10 @@ import (
 // node that is not draining or down. New nodes get indexes in id order. It
 // returns the table read right after; ErrAlreadyBootstrapped when a table
 // exists.
+// maxBootstrapNodesInTxn is how many new nodes the bootstrap transaction
+// registers itself: 64 chunks + version + history + trim + these < 128.
+const maxBootstrapNodesInTxn = 48
+
 func (d *Directory) Bootstrap(ctx context.Context, nodes []Node, vnodes int, by string) (*Snapshot, error) {
 	if vnodes == 0 {
 		vnodes = ringcompat.DefaultVNodes
@@ -37,6 +41,27 @@ func (d *Directory) Bootstrap(ctx context.Context, nodes []Node, vnodes int, by 
 			return nil, fmt.Errorf("bootstrap: %w: node %q is listed twice", ErrInvalid, n.ID)
 		}
 		seen[n.ID] = true
+	}
+	// etcd takes at most 128 operations per transaction (its default
+	// --max-txn-ops), and the bootstrap txn writes the 64 owner chunks, the
+	// version and history. With more new nodes than fit beside them, the
+	// nodes are registered first, one change each.
+	if len(nodes) > maxBootstrapNodesInTxn {
+		st, _, err := d.read(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+		if st.bootstrapped() {
+			return nil, fmt.Errorf("bootstrap: %w at version %d", ErrAlreadyBootstrapped, st.version)
+		}
+		for _, n := range nodes {
+			if _, ok := st.nodes[n.ID]; ok {
+				continue
+			}
+			if _, err := d.RegisterNode(ctx, n); err != nil {
+				return nil, fmt.Errorf("bootstrap: register %s: %w", n.ID, err)
+			}
+		}
 	}
 	_, err := d.update(ctx, "bootstrap", updateOpts{}, func(st *state, m *mutation) error {
 		if st.bootstrapped() {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/slotd/slotd/internal/etcdtest"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -58,5 +59,30 @@ func TestStaleWriteCache(t *testing.T) {
 	}
 	if n, _ := after.Node("n0"); n.Weight != 2 {
 		t.Fatalf("b's earlier write lost: weight %d", n.Weight)
+	}
+}
+
+// TestBootstrapManyNodes bootstraps more nodes than one etcd transaction
+// can register beside the owner chunks.
+func TestBootstrapManyNodes(t *testing.T) {
+	c := etcdtest.New(t)
+	d := newDir(t, c, nil)
+	snap, err := d.Bootstrap(testCtx(t), testNodes(200), 0, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := snap.Counts()
+	if len(counts) != 200 {
+		t.Fatalf("%d nodes in the table", len(counts))
+	}
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	if total != slots.Count {
+		t.Fatalf("%d slots owned", total)
+	}
+	if _, err := d.Bootstrap(testCtx(t), testNodes(200), 0, "test"); !errors.Is(err, ErrAlreadyBootstrapped) {
+		t.Fatalf("second bootstrap: %v", err)
 	}
 }
