@@ -42,5 +42,12 @@ proto: tools ## regenerate the Go code under api/ from the .proto files
 certs: ## development CA, certificates and tokens into certs/ (kept if complete; not for production)
 	$(GO) run ./internal/devca/cmd -dir certs
 
+demo: ## start slotd + 3 slotkv nodes, load 100,000 keys, add a 4th node and rebalance under traffic (DEMO_KEEP=1 keeps it running)
+	./scripts/demo.sh
+
+e2e: ## every end-to-end scenario (real processes, faults, porcupine), ~10 min; prints a summary table
+	@mkdir -p $(BIN)
+	E2E_FULL=1 $(GO) test -count=1 -timeout 30m -v -run . ./e2e/ 2>&1 | tee $(BIN)/e2e.txt | grep -E '^(---|ok|FAIL|PASS|panic)|scenario|^[0-9] ' ; test $${PIPESTATUS[0]} -eq 0
+
 clean: ## remove build output
 	rm -rf $(BIN) bench.txt

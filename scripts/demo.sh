@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# make demo: slotd (embedded etcd) + three slotkv nodes on 127.0.0.1, 100,000
+# keys loaded through the SDK, a fourth node added and the slots rebalanced
+# onto it under live traffic, then every key checked.
+#
+# Everything it starts is stopped on exit, unless DEMO_KEEP=1.
+# Tunables: DEMO_KEYS (100000), DEMO_SIZE (100), DEMO_RATE (traffic ops/s, 300),
+# DEMO_THROTTLE (copy rate per donor; slotd's default when empty),
+# DEMO_DISK=1 (keep ./.demo on disk, see below).
+#
+# Data lives in ./.demo. The demo's data is throwaway, and every slot move
+# waits for a few etcd fsyncs (phase changes, commit) and a fence fsync on
+# the node: on this machine's disk 4,096 moves take ~135 s, on tmpfs ~70 s.
+# So when /dev/shm exists, ./.demo is a symlink to a directory there, unless
+# DEMO_DISK=1.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+DIR=${DEMO_DIR:-$ROOT/.demo}
+BIN=$ROOT/bin
+KEYS=${DEMO_KEYS:-100000}
+SIZE=${DEMO_SIZE:-100}
+RATE=${DEMO_RATE:-300}
+SLOTD=127.0.0.1:7400
+export SLOTCTL_ENDPOINTS=$SLOTD
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
+
+# Every port the demo listens on: slotd gRPC/HTTP, its embedded etcd's
+# client/peer, the nodes' gRPC and HTTP.
+PORTS=(7400 7401 7479 7480 7501 7502 7503 7504 7511 7512 7513 7514)
+port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for p in "${PORTS[@]}"; do
+	if port_taken "$p"; then
+		die "port 127.0.0.1:$p is taken (a demo still running? stop it, or free the port); the demo needs ${PORTS[*]}"
+	fi
+done
+
+PIDS=()
+stop_all() {
+	local code=$?
+	if [[ ${DEMO_KEEP:-} == 1 && $code == 0 ]]; then
+		say "still running (DEMO_KEEP=1)"
+		echo "pids: ${PIDS[*]}   logs: $DIR/*.log"
+		echo "try:  bin/slotctl status; bin/slotctl map; bin/slotkv get key:42"
+		echo "stop: kill ${PIDS[*]}"
+		return
+	fi
+	# Reverse order: clients, then nodes, then slotd (and its etcd).
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+		kill "${PIDS[i]}" 2>/dev/null || true
+	done
+	for pid in "${PIDS[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	if [[ $code != 0 ]]; then
+		echo "demo failed (exit $code); logs in $DIR" >&2
+	fi
+}
+trap stop_all EXIT
+
+# wait_for DESC SECONDS CMD...: poll CMD until it succeeds.
+wait_for() {
+	local what=$1 secs=$2
+	shift 2
+	local deadline=$((SECONDS + secs))
+	until "$@" >/dev/null 2>&1; do
+		((SECONDS < deadline)) || die "$what: not ready after ${secs}s (logs in $DIR)"
+		sleep 0.2
+	done
+}
+
+registered() { "$BIN/slotctl" nodes list -o json | grep -q "\"$1\""; }
+
+T0=$SECONDS
+say "build"
+make --no-print-directory build
+rm -rf "$DIR"
+if [[ -z ${DEMO_DIR:-} && -z ${DEMO_DISK:-} && -d /dev/shm && -w /dev/shm ]]; then
+	SHM=/dev/shm/slotd-demo-$UID
+	rm -rf "$SHM"
+	mkdir -p "$SHM"
+	ln -s "$SHM" "$DIR"
+	echo "data in $DIR -> $SHM (tmpfs; DEMO_DISK=1 for the disk)"
+else
+	mkdir -p "$DIR"
+	echo "data in $DIR"
+fi
+
+say "start slotd (embedded etcd) on $SLOTD"
+"$BIN/slotd" --data-dir "$DIR/slotd" --listen "$SLOTD" --http 127.0.0.1:7401 >"$DIR/slotd.log" 2>&1 &
+PIDS+=($!)
+wait_for "slotd" 60 "$BIN/slotctl" status
+if [[ -n ${DEMO_THROTTLE:-} ]]; then
+	"$BIN/slotctl" throttle "$DEMO_THROTTLE"
+fi
+
+start_node() {
+	local id=$1 n=${1#n}
+	"$BIN/slotkv" --id "$id" --listen "127.0.0.1:750$n" --http "127.0.0.1:751$n" \
+		--data-dir "$DIR/$id" --slotd "$SLOTD" --fsync=false >"$DIR/$id.log" 2>&1 &
+	PIDS+=($!)
+	wait_for "node $id" 30 registered "$id"
+	echo "$id serving on 127.0.0.1:750$n"
+}
+
+say "start three slotkv nodes and bootstrap the directory"
+for id in n1 n2 n3; do start_node "$id"; done
+"$BIN/slotctl" init --node n1=127.0.0.1:7501 --node n2=127.0.0.1:7502 --node n3=127.0.0.1:7503
+"$BIN/slotctl" status
+
+say "load $KEYS keys of $SIZE bytes through the SDK"
+"$BIN/slotkv" load --keys "$KEYS" --size "$SIZE" --concurrency 16
+
+say "start background traffic ($RATE ops/s: verified reads of loaded keys, writes)"
+"$BIN/slotkv" traffic --keys "$KEYS" --size "$SIZE" --rate "$RATE" >"$DIR/traffic.out" 2>"$DIR/traffic.log" &
+TRAFFIC=$!
+PIDS+=($TRAFFIC)
+
+say "add a fourth node"
+start_node n4
+
+say "plan: preview the rebalance"
+"$BIN/slotctl" plan --reason "demo: fill n4" | tee "$DIR/plan.txt"
+PLAN=$(awk '/^plan /{print $2; exit}' "$DIR/plan.txt")
+[[ -n $PLAN ]] || die "no plan id in slotctl plan's output"
+
+say "apply $PLAN"
+A0=$SECONDS
+"$BIN/slotctl" apply "$PLAN" --wait | tee "$DIR/apply.txt"
+APPLY=$((SECONDS - A0))
+
+say "stop the traffic; it reads back every write it made"
+kill -TERM "$TRAFFIC"
+TRAFFIC_OK=0
+wait "$TRAFFIC" || TRAFFIC_OK=$?
+
+say "check every loaded key"
+CHECK_OK=0
+"$BIN/slotkv" check --keys "$KEYS" --size "$SIZE" --concurrency 16 | tee "$DIR/check.txt" || CHECK_OK=$?
+
+say "summary"
+"$BIN/slotctl" status
+echo
+echo "rebalance: $(grep -E '^plan .* done' "$DIR/apply.txt" | tail -1) (apply --wait took ${APPLY}s)"
+echo "clients:   $(head -1 "$DIR/traffic.out")"
+echo "check:     $(head -1 "$DIR/check.txt")"
+echo "demo:      $((SECONDS - T0))s in all"
+if ((TRAFFIC_OK != 0 || CHECK_OK != 0)); then
+	tail -n +2 "$DIR/traffic.out" >&2
+	die "client errors or bad keys (traffic exit $TRAFFIC_OK, check exit $CHECK_OK)"
+fi
