@@ -13,7 +13,8 @@ import (
 const maxWeight = 1 << 20
 
 // parseNodeSpec reads ID=ADDR[,zone=Z][,weight=W], as init, plan --add and
-// nodes add take it. Weight defaults to 1.
+// nodes add take it. Weight stays 0 when not given, which slotd reads as 1
+// for a new node and as "keep its weight" for a node that registered itself.
 func parseNodeSpec(s string) (*slotdv1.NodeSpec, error) {
 	const form = "want ID=HOST:PORT[,zone=Z][,weight=W], e.g. n4=127.0.0.1:7504,zone=a"
 	parts := strings.Split(s, ",")
@@ -27,7 +28,7 @@ func parseNodeSpec(s string) (*slotdv1.NodeSpec, error) {
 	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
 		return nil, usagef("node %q: address %q is not host:port; %s", s, addr, form)
 	}
-	n := &slotdv1.NodeSpec{Id: id, Address: addr, Weight: 1}
+	n := &slotdv1.NodeSpec{Id: id, Address: addr}
 	seen := map[string]bool{}
 	for _, kv := range parts[1:] {
 		k, v, ok := strings.Cut(kv, "=")

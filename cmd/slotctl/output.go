@@ -105,20 +105,23 @@ func formatRate(bps uint64) string {
 	return formatBytes(bps) + "/s"
 }
 
-// formatDuration rounds a duration for people: 850ms, 12s, 4m10s, 2h3m.
+// formatDuration rounds a duration for people: 850ms, 12s, 4m10s, 4m, 2h3m.
 func formatDuration(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "0s"
 	case d < time.Second:
 		return d.Round(time.Millisecond).String()
-	case d < time.Minute:
-		return d.Round(time.Second).String()
 	case d < time.Hour:
-		return strings.TrimSuffix(d.Round(time.Second).String(), "0s")
+		d = d.Round(time.Second)
 	default:
-		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+		d = d.Round(time.Minute)
 	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	return s
 }
 
 // formatTime prints a timestamp in UTC to the second, "-" when unset.

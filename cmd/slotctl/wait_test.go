@@ -65,3 +65,15 @@ func TestProgressLines(t *testing.T) {
 		t.Fatalf("last line %q", got)
 	}
 }
+
+func TestFormatDuration(t *testing.T) {
+	cases := map[time.Duration]string{
+		0: "0s", 850 * time.Millisecond: "850ms", 12400 * time.Millisecond: "12s", 6*time.Minute + 20*time.Second: "6m20s",
+		4 * time.Minute: "4m", 2*time.Hour + 3*time.Minute + 20*time.Second: "2h3m", 3 * time.Hour: "3h0m",
+	}
+	for in, want := range cases {
+		if got := formatDuration(in); got != want {
+			t.Errorf("formatDuration(%s) = %q, want %q", in, got, want)
+		}
+	}
+}
