@@ -1,8 +1,11 @@
 package mover
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"iter"
+	"math"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
@@ -233,3 +237,102 @@ func BenchmarkThrottle(b *testing.B) {
 }
 
 func testutilValue(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
+
+// BenchmarkRebalance3to4 is the whole plan of issue 6: 100,000 keys of
+// 100 bytes over three nodes, a writer running, a fourth node added and
+// the full plan applied. It fails on a lost write, on counts off target
+// or on more moves than the minimum, and reports the cutover pause
+// quantiles (upper bounds of the histogram buckets).
+func BenchmarkRebalance3to4(b *testing.B) {
+	for b.Loop() {
+		c := newClusterTB(b, 3)
+		e, _ := c.startExecutor("bench")
+		if err := c.ctl.SetThrottle(c.ctx, 0, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		snap, _ := c.dir.Snapshot(c.ctx)
+		// Load 100,000 keys straight into their owners' engines.
+		bySlot := map[slots.Slot][]node.Mutation{}
+		val := make([]byte, 100)
+		for i := range 100_000 {
+			k := fmt.Appendf(nil, "user:%d", i)
+			s := slots.ForKey(k)
+			bySlot[s] = append(bySlot[s], node.Mutation{Key: k, Value: val})
+		}
+		for s, muts := range bySlot {
+			if err := c.nodes[snap.Owner(s)].srv.Engine().Apply(c.ctx, s, muts); err != nil {
+				b.Fatal(err)
+			}
+		}
+		c.addNode("n4")
+		p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, Operator: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		minimum := 0
+		for _, n := range p.Nodes {
+			minimum += max(0, n.SlotsBefore-n.SlotsAfter)
+		}
+		if len(p.Moves) != minimum {
+			b.Fatalf("%d moves, minimum %d", len(p.Moves), minimum)
+		}
+		var keys [][]byte
+		for i := 0; i < 100_000; i += 200 {
+			keys = append(keys, fmt.Appendf(nil, "user:%d", i))
+		}
+		w := startWriter(c, keys)
+		start := time.Now()
+		if _, err := c.ctl.Apply(c.ctx, p.ID, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		var done *Plan
+		c.eventually(10*time.Minute, "plan done", func() error {
+			var err error
+			if done, err = c.ctl.Get(c.ctx, p.ID); err != nil {
+				return err
+			}
+			if done.State != StateDone {
+				return fmt.Errorf("%s: %d/%d", done.State, done.Progress().Done, len(done.Moves))
+			}
+			return nil
+		})
+		elapsed := time.Since(start)
+		close(w.stop)
+		w.wg.Wait()
+		if w.err != nil {
+			b.Fatalf("writer: %v", w.err)
+		}
+		for k, v := range w.acked {
+			got, err := c.get([]byte(k))
+			if err != nil || !bytes.Equal(got, v) {
+				b.Fatalf("lost write %q: got %q (%v), acknowledged %q", k, got, err, v)
+			}
+		}
+		after, _ := c.dir.Snapshot(c.ctx)
+		for _, n := range p.Nodes {
+			if got := after.Counts()[n.ID]; got != n.SlotsAfter {
+				b.Fatalf("node %s owns %d slots, target %d", n.ID, got, n.SlotsAfter)
+			}
+		}
+		b.ReportMetric(float64(len(p.Moves)), "moves")
+		b.ReportMetric(elapsed.Seconds(), "plan-s")
+		b.ReportMetric(float64(w.n), "acked-writes")
+		b.ReportMetric(histQuantile(b, e.m.cutover, 0.5)*1000, "cutover-p50-ms")
+		b.ReportMetric(histQuantile(b, e.m.cutover, 0.99)*1000, "cutover-p99-ms")
+	}
+}
+
+// histQuantile returns the upper bound of the bucket holding quantile q.
+func histQuantile(b *testing.B, h prometheus.Histogram, q float64) float64 {
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		b.Fatal(err)
+	}
+	total := float64(m.GetHistogram().GetSampleCount())
+	for _, bk := range m.GetHistogram().GetBucket() {
+		if float64(bk.GetCumulativeCount()) >= q*total {
+			return bk.GetUpperBound()
+		}
+	}
+	return math.Inf(1)
+}

@@ -91,7 +91,8 @@ func newCluster(t *testing.T, n int) *cluster { return newClusterTB(t, n) }
 
 func newClusterTB(t testing.TB, n int) *cluster {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// Bounds a hang only; go test's -timeout bounds the whole run.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	c := &cluster{t: t, ctx: ctx, etcd: etcdtest.New(t), m: &dirMap{}, nodes: map[string]*kvNode{}}
 	dir, err := directory.New(directory.Config{Client: c.etcd.Client(), Logger: testLogger()})
 	if err != nil {
@@ -186,8 +187,9 @@ func (c *cluster) startExecutor(name string) (e *Executor, stop func()) {
 	c.t.Helper()
 	e, err := NewExecutor(ExecutorConfig{
 		Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: name,
-		Logger: testLogger(), SessionTTL: 2, Backoff: 20 * time.Millisecond, ProgressInterval: 50 * time.Millisecond,
-		Verify: true,
+		Logger: testLogger(), SessionTTL: 2, Backoff: 20 * time.Millisecond, ProgressInterval: 100 * time.Millisecond,
+		DisableLiveness: true, // the test nodes send no heartbeats
+		Verify:          true,
 	})
 	if err != nil {
 		c.t.Fatal(err)

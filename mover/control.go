@@ -224,8 +224,11 @@ func ValidatePlan(p *Plan) error {
 	return nil
 }
 
-// Get returns the stored plan id.
+// Get returns the stored plan id with its progress.
 func (c *Control) Get(ctx context.Context, id string) (*Plan, error) {
+	if isProgressID(id) {
+		return nil, fmt.Errorf("%w: no plan %q", ErrNotFound, id)
+	}
 	b, err := c.dir.Plan(ctx, id)
 	if err != nil {
 		if errors.Is(err, directory.ErrNotFound) || errors.Is(err, directory.ErrInvalid) {
@@ -233,7 +236,14 @@ func (c *Control) Get(ctx context.Context, id string) (*Plan, error) {
 		}
 		return nil, err
 	}
-	return decodePlan(b)
+	p, err := decodePlan(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.readProgress(ctx, p); err != nil {
+		c.lg.Warn("plan progress unreadable; showing the plan record alone", "plan", id, "err", err)
+	}
+	return p, nil
 }
 
 // List returns every stored plan, oldest first.
@@ -244,6 +254,9 @@ func (c *Control) List(ctx context.Context) ([]*Plan, error) {
 	}
 	var out []*Plan
 	for _, id := range ids {
+		if isProgressID(id) {
+			continue
+		}
 		p, err := c.Get(ctx, id)
 		if err != nil {
 			c.lg.Warn("unreadable plan record", "plan", id, "err", err)
@@ -275,6 +288,9 @@ func (c *Control) update(ctx context.Context, id string, edit func(*Plan) error)
 		p, err := decodePlan(old)
 		if err != nil {
 			return nil, err
+		}
+		if err := c.readProgress(ctx, p); err != nil {
+			c.lg.Warn("plan progress unreadable", "plan", id, "err", err)
 		}
 		if err := edit(p); err != nil {
 			return nil, err

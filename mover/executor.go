@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,8 +81,13 @@ type Executor struct {
 	// latest is the newest table seen by the leader's watch; moves check
 	// against it and BeginMove re-checks against etcd.
 	latest atomic.Pointer[directory.Snapshot]
-	// plansDirty says a plan record changed since plans was read.
+	// plansDirty says every plan record must be read again (at the start
+	// of a term); stale names the ones changed since they were read, less
+	// the executor's own writes (selfWrites counts those not yet seen).
 	plansDirty atomic.Bool
+	staleMu    sync.Mutex // guards stale and selfWrites
+	stale      map[string]bool
+	selfWrites map[string]int
 
 	// Owned by the plan loop goroutine only:
 	plans     []*Plan                 // last read plan records, updated in memory
@@ -141,6 +147,7 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 		m: newMetrics(cfg.Registerer), wake: make(chan struct{}, 1), pending: map[string]map[int]done{}}
 	e.throttle.Store(-1)
 	e.plansDirty.Store(true)
+	e.stale, e.selfWrites = map[string]bool{}, map[string]int{}
 	return e, nil
 }
 
@@ -239,7 +246,7 @@ func (e *Executor) lead(ctx context.Context) error {
 	e.latest.Store(nil)
 	e.plansDirty.Store(true)
 	g.Go(func() error {
-		return ignoreCanceled(e.dir.WatchPlans(gctx, func(string) { e.plansDirty.Store(true); e.notify() }))
+		return ignoreCanceled(e.dir.WatchPlans(gctx, e.planChanged))
 	})
 	g.Go(func() error {
 		return ignoreCanceled(e.dir.Watch(gctx, 0, func(s *directory.Snapshot) error {
@@ -264,6 +271,23 @@ func ignoreCanceled(err error) error {
 		return nil
 	}
 	return err
+}
+
+// planChanged notes a write of plan id seen by the watch. The executor's
+// own writes are already in its cached records: re-reading a plan of
+// thousands of moves after each of them would cost more than the moves.
+func (e *Executor) planChanged(id string) {
+	if isProgressID(id) {
+		return // written by the leader alone
+	}
+	e.staleMu.Lock()
+	if e.selfWrites[id] > 0 {
+		e.selfWrites[id]--
+	} else {
+		e.stale[id] = true
+	}
+	e.staleMu.Unlock()
+	e.notify()
 }
 
 func (e *Executor) notify() {
@@ -358,21 +382,8 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	if e.plansDirty.Swap(false) || e.plans == nil {
-		plans, err := e.ctl.List(ctx)
-		if err != nil {
-			e.plansDirty.Store(true)
-			return false, err
-		}
-		// Results not yet written stay applied to the fresh records.
-		for _, p := range plans {
-			for i, d := range e.pending[p.ID] {
-				if i < len(p.Moves) {
-					p.Moves[i].Status, p.Moves[i].Error = d.status, d.msg
-				}
-			}
-		}
-		e.plans = plans
+	if err := e.refreshPlans(ctx); err != nil {
+		return false, err
 	}
 	byID := map[string]*Plan{}
 	var active *Plan
@@ -409,6 +420,64 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 	pr := active.Progress()
 	e.m.bytesRemaining.Set(float64(max(pr.Bytes-pr.BytesDone, 0)))
 	return true, e.runMove(ctx, snap, active, i)
+}
+
+// refreshPlans brings the cached plan records up to date: all of them at
+// the start of a term, else only those written by someone else since.
+// Results not yet written stay applied to the fresh records.
+func (e *Executor) refreshPlans(ctx context.Context) error {
+	if e.plansDirty.Swap(false) || e.plans == nil {
+		e.staleMu.Lock()
+		clear(e.stale)
+		clear(e.selfWrites)
+		e.staleMu.Unlock()
+		plans, err := e.ctl.List(ctx)
+		if err != nil {
+			e.plansDirty.Store(true)
+			return err
+		}
+		for _, p := range plans {
+			e.applyPending(p)
+		}
+		e.plans = plans
+		return nil
+	}
+	e.staleMu.Lock()
+	ids := make([]string, 0, len(e.stale))
+	for id := range e.stale {
+		ids = append(ids, id)
+	}
+	clear(e.stale)
+	e.staleMu.Unlock()
+	for _, id := range ids {
+		p, err := e.ctl.Get(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			e.plans = slices.DeleteFunc(e.plans, func(q *Plan) bool { return q.ID == id })
+			continue
+		}
+		if err != nil {
+			e.staleMu.Lock()
+			e.stale[id] = true
+			e.staleMu.Unlock()
+			return err
+		}
+		e.applyPending(p)
+		if i := slices.IndexFunc(e.plans, func(q *Plan) bool { return q.ID == id }); i >= 0 {
+			e.plans[i] = p
+		} else {
+			e.plans = append(e.plans, p)
+			slices.SortStableFunc(e.plans, func(a, b *Plan) int { return a.Created.Compare(b.Created) })
+		}
+	}
+	return nil
+}
+
+func (e *Executor) applyPending(p *Plan) {
+	for i, d := range e.pending[p.ID] {
+		if i < len(p.Moves) {
+			p.Moves[i].Status, p.Moves[i].Error = d.status, d.msg
+		}
+	}
 }
 
 // finish marks an applying plan with nothing left as done.
@@ -853,39 +922,60 @@ func (e *Executor) flush(ctx context.Context, force bool) error {
 	return nil
 }
 
-// writePlan rewrites plan id's record with the pending results and then
-// edit (may be nil), by compare-and-swap.
+// writePlan stores the pending results of plan id: in its small progress
+// record alone when edit is nil, else in the plan record too, together
+// with edit, by compare-and-swap.
 func (e *Executor) writePlan(ctx context.Context, id string, edit func(*Plan)) error {
+	var cached *Plan
+	for _, p := range e.plans {
+		if p.ID == id {
+			cached = p
+		}
+	}
+	if cached == nil {
+		var err error
+		if cached, err = e.ctl.Get(ctx, id); err != nil {
+			return err
+		}
+		e.applyPending(cached)
+	}
 	pend := e.pending[id]
-	err := e.ctl.update(ctx, id, func(q *Plan) error {
-		for i, d := range pend {
-			if i >= len(q.Moves) {
-				continue
-			}
-			m := &q.Moves[i]
-			m.Status, m.Error, m.MoveID = d.status, d.msg, fmt.Sprintf("%s.%d", id, i)
-			if d.status == MoveDone || d.status == MoveAborted {
-				m.Finished = d.at
-			}
+	for i, d := range pend {
+		if i < len(cached.Moves) && (d.status == MoveDone || d.status == MoveAborted) {
+			cached.Moves[i].Finished = d.at
+			cached.Moves[i].MoveID = fmt.Sprintf("%s.%d", id, i)
 		}
-		if edit != nil {
-			edit(q)
-		}
-		return nil
-	})
-	if err != nil {
+	}
+	if err := e.ctl.writeProgress(ctx, cached); err != nil {
 		return err
+	}
+	if edit != nil {
+		e.staleMu.Lock()
+		e.selfWrites[id]++
+		e.staleMu.Unlock()
+		err := e.ctl.update(ctx, id, func(q *Plan) error {
+			for i, d := range pend {
+				if i < len(q.Moves) {
+					q.Moves[i].Status, q.Moves[i].Error = d.status, d.msg
+					q.Moves[i].Finished, q.Moves[i].MoveID = cached.Moves[i].Finished, cached.Moves[i].MoveID
+				}
+			}
+			edit(q)
+			return nil
+		})
+		if err != nil {
+			// The write may not have happened: read the plan again.
+			e.staleMu.Lock()
+			e.selfWrites[id] = 0
+			e.stale[id] = true
+			e.staleMu.Unlock()
+			return err
+		}
+		// Keep the cached record in step until the watch brings the new one.
+		edit(cached)
 	}
 	delete(e.pending, id)
 	e.lastFlush = time.Now()
-	if edit != nil {
-		// Keep the cached record in step until the watch brings the new one.
-		for _, p := range e.plans {
-			if p.ID == id {
-				edit(p)
-			}
-		}
-	}
 	return nil
 }
 

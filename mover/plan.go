@@ -155,7 +155,7 @@ var ErrBadPlan = errors.New("mover: malformed plan")
 // moves well under etcd's request limit.
 func encodePlan(p *Plan) ([]byte, error) {
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // a valid level: no error
 	if err := json.NewEncoder(zw).Encode(p); err != nil {
 		return nil, fmt.Errorf("encode plan %s: %w", p.ID, err)
 	}
