@@ -94,9 +94,10 @@ type Executor struct {
 	pending   map[string]map[int]done // move results not yet written, by plan
 	lastFlush time.Time
 
-	mu       sync.Mutex // guards inflight and cleanups
+	mu       sync.Mutex // guards inflight, cleanups and attempts
 	inflight *MoveProgress
 	cleanups []cleanup
+	attempts map[string]int // failed tries by move id
 
 	wake chan struct{} // plans or throttle changed
 }
@@ -144,7 +145,7 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 		cfg.Backoff = 100 * time.Millisecond
 	}
 	e := &Executor{cfg: cfg, dir: cfg.Directory, ctl: cfg.Control, lg: cfg.Logger.With("mover", cfg.Name),
-		m: newMetrics(cfg.Registerer), wake: make(chan struct{}, 1), pending: map[string]map[int]done{}}
+		m: newMetrics(cfg.Registerer), wake: make(chan struct{}, 1), pending: map[string]map[int]done{}, attempts: map[string]int{}}
 	e.throttle.Store(-1)
 	e.plansDirty.Store(true)
 	e.stale, e.selfWrites = map[string]bool{}, map[string]int{}
@@ -989,14 +990,20 @@ func (e *Executor) pausePlan(ctx context.Context, p *Plan, reason string) error 
 	})
 }
 
-var attempts sync.Map // move id -> int; survives steps within this process
-
+// bumpAttempts counts a failed try of a move; the count outlives the step
+// (and a change of leader within this process).
 func (e *Executor) bumpAttempts(moveID string) int {
-	v, _ := attempts.LoadOrStore(moveID, new(atomic.Int64))
-	return int(v.(*atomic.Int64).Add(1))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.attempts[moveID]++
+	return e.attempts[moveID]
 }
 
-func (e *Executor) clearAttempts(moveID string) { attempts.Delete(moveID) }
+func (e *Executor) clearAttempts(moveID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.attempts, moveID)
+}
 
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
