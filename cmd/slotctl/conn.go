@@ -108,8 +108,12 @@ func fromRPC(err error, g *globals) error {
 	case codes.FailedPrecondition, codes.Aborted, codes.AlreadyExists:
 		return refusedError{errors.New(msg)}
 	case codes.Unavailable:
-		return fmt.Errorf("cannot reach slotd at %s (%s); check that slotd runs there, or pass --endpoints / SLOTCTL_ENDPOINTS",
-			g.endpoints, transportCause(st.Message()))
+		cause := transportCause(st.Message())
+		if g.tlsCA == "" && g.tlsCert == "" && strings.Contains(cause, "server preface") {
+			// A TLS listener hangs up on a plaintext client before its preface.
+			return fmt.Errorf("cannot reach slotd at %s (%s); if slotd serves TLS, pass --tls-ca (and --token-file or --tls-cert/--tls-key)", g.endpoints, cause)
+		}
+		return fmt.Errorf("cannot reach slotd at %s (%s); check that slotd runs there, or pass --endpoints / SLOTCTL_ENDPOINTS", g.endpoints, cause)
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("slotd at %s did not answer within %s; check its health (slotctl migrate) or raise --timeout", g.endpoints, g.timeout)
 	case codes.Unauthenticated, codes.PermissionDenied:

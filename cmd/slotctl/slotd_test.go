@@ -39,6 +39,13 @@ type testSlotd struct {
 // API leaves them, which keeps output deterministic.
 func startSlotd(t *testing.T, withMover bool) *testSlotd {
 	t.Helper()
+	return startSlotdWith(t, withMover, false)
+}
+
+// startSlotdWith is startSlotd with server options (TLS, auth); with
+// authenticated, history records the caller's identity.
+func startSlotdWith(t *testing.T, withMover, authenticated bool, opts ...grpc.ServerOption) *testSlotd {
+	t.Helper()
 	e := etcdtest.New(t)
 	d, err := directory.New(directory.Config{Client: e.NewClient(t)})
 	if err != nil {
@@ -53,7 +60,7 @@ func startSlotd(t *testing.T, withMover bool) *testSlotd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := service.Config{Directory: d, Control: ctl, ClusterID: "test", ServerID: "s1"}
+	cfg := service.Config{Directory: d, Control: ctl, ClusterID: "test", ServerID: "s1", Authenticated: authenticated}
 	var exe *mover.Executor
 	if withMover {
 		pool := mover.NewStorePool(mover.PoolConfig{})
@@ -73,7 +80,7 @@ func startSlotd(t *testing.T, withMover bool) *testSlotd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(service.ServerOptions()...)
+	srv := grpc.NewServer(append(service.ServerOptions(), opts...)...)
 	svc.Register(srv)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/slotd/slotd/auth"
+	"github.com/slotd/slotd/internal/devca"
+	"github.com/slotd/slotd/service"
+	"github.com/slotd/slotd/tlsconf"
+)
+
+// TestTLSAndToken: slotctl reaches a slotd that requires TLS and a role,
+// with a bearer token or a client certificate, and says what to pass when
+// it has neither.
+func TestTLSAndToken(t *testing.T) {
+	set, err := devca.Generate(devca.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcfg := tlsconf.Config{CertFile: set.ServerCert, KeyFile: set.ServerKey, CAFile: set.CA}
+	ts, err := tlsconf.NewServer(tcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	az, err := auth.New(auth.Config{Policy: service.Policy(), ClientCerts: tcfg.VerifiesClientCerts(), TokenFile: set.TokenFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startSlotdWith(t, false, true, append(az.ServerOptions(), grpc.Creds(ts.Credentials()))...)
+
+	token := []string{"--tls-ca", set.CA, "--token-file", set.AdminToken}
+	s.ok(t, append(token, "init", "--node", "n1=127.0.0.1:7501", "--node", "n2=127.0.0.1:7502")...)
+	var h historyJSON
+	decode(t, s.ok(t, append(token, "history", "-o", "json")...), &h)
+	if len(h.Entries) != 1 || h.Entries[0].Operator == "tester" || h.Entries[0].Operator == "" {
+		t.Fatalf("history records %+v; want the token's identity, not the claimed operator", h.Entries)
+	}
+	if out := s.ok(t, "--tls-ca", set.CA, "--tls-cert", set.AdminCert, "--tls-key", set.AdminKey, "status"); !strings.Contains(out, "n2") {
+		t.Fatalf("status with an admin certificate: %q", out)
+	}
+	oneLineErr(t, s.run(t, "", "--tls-ca", set.CA, "--tls-cert", set.ReadCert, "--tls-key", set.ReadKey, "nodes", "drain", "n1"),
+		exitFailure, "pass an admin credential")
+	oneLineErr(t, s.run(t, "", "status"), exitFailure, "if slotd serves TLS, pass --tls-ca")
+	oneLineErr(t, s.run(t, "", "--tls-ca", set.CA, "--token-file", "/nonexistent", "status"), exitFailure, "nonexistent")
+}
