@@ -559,21 +559,47 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 		return e.pausePlan(ctx, p, fmt.Sprintf("move %d: %v", i, err))
 	}
 	moveID := fmt.Sprintf("%s.%d", p.ID, i)
-	owner := snap.Owner(slot)
-	mv, inFlight := snap.Move(slot)
-	switch {
-	case inFlight && mv.MoveID != moveID:
-		return e.pausePlan(ctx, p, fmt.Sprintf("slot %d has another move in flight (%s); wait for it and resume", pm.Slot, mv.MoveID))
-	case !inFlight && owner == pm.To:
-		// Committed by a previous leader that died before recording it.
+	// check decides on a table: skip the move, refuse it (a reason to
+	// pause), or go ahead.
+	check := func(snap *directory.Snapshot) (skip bool, refuse string) {
+		owner := snap.Owner(slot)
+		mv, inFlight := snap.Move(slot)
+		switch {
+		case inFlight && mv.MoveID != moveID:
+			return false, fmt.Sprintf("slot %d has another move in flight (%s); wait for it and resume", pm.Slot, mv.MoveID)
+		case !inFlight && owner == pm.To:
+			// Committed by a previous leader that died before recording it.
+			return true, ""
+		case !inFlight && owner != pm.From:
+			return false, fmt.Sprintf("slot %d is owned by %s, not %s as planned; the table changed, cancel and plan again", pm.Slot, owner, pm.From)
+		}
+		if n, ok := snap.Node(pm.To); !inFlight && (!ok || n.State != directory.NodeActive) {
+			state := "not registered"
+			if ok {
+				state = string(n.State)
+			}
+			return false, fmt.Sprintf("target %s of slot %d is %s; resume when it is active, or cancel", pm.To, pm.Slot, state)
+		}
+		return false, ""
+	}
+	skip, refuse := check(snap)
+	if refuse != "" {
+		// The watched table may lag etcd (a node the plan just registered,
+		// say): decide on a fresh read before pausing anything.
+		fresh, err := e.dir.Snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		snap = fresh
+		if skip, refuse = check(snap); refuse != "" {
+			return e.pausePlan(ctx, p, refuse)
+		}
+	}
+	if skip {
 		e.m.moves.WithLabelValues("skipped").Inc()
 		return e.recordMove(ctx, p, moveID, MoveDone, "")
-	case !inFlight && owner != pm.From:
-		return e.pausePlan(ctx, p, fmt.Sprintf("slot %d is owned by %s, not %s as planned; the table changed, cancel and plan again", pm.Slot, owner, pm.From))
 	}
-	if n, ok := snap.Node(pm.To); !inFlight && (!ok || n.State != directory.NodeActive) {
-		return e.pausePlan(ctx, p, fmt.Sprintf("target %s of slot %d is not an active node (%v); resume when it is back, or cancel", pm.To, pm.Slot, n.State))
-	}
+	mv, inFlight := snap.Move(slot)
 	src, dst, err := e.endpoints(snap, pm.From, pm.To)
 	if err != nil {
 		return e.pausePlan(ctx, p, err.Error())
