@@ -43,6 +43,7 @@ func TestPlanApplyWait(t *testing.T) {
 		if strings.ContainsAny(out, "\r\x1b") || !strings.Contains(out, "20/20 slots") {
 			t.Fatalf("apply --wait on a non-terminal:\n%q", out)
 		}
+		s.settle(t)
 		var m mapJSON
 		decode(t, s.ok(t, "map", "--node", "n3", "-o", "json"), &m)
 		if m.Nodes[0].Slots != 20 {

@@ -145,6 +145,7 @@ func TestClusterCommands(t *testing.T) {
 		if ch.Node.ID != "n3" || ch.Node.State != "draining" || ch.Version == 0 {
 			t.Fatalf("nodes drain: %+v", ch)
 		}
+		s.settle(t)
 		var list nodesListJSON
 		decode(t, s.ok(t, "nodes", "list", "-o", "json"), &list)
 		if len(list.Nodes) != 4 || list.Nodes[2].State != "draining" || list.Nodes[3].Slots != 0 {

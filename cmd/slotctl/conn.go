@@ -118,6 +118,8 @@ func fromRPC(err error, g *globals) error {
 		return fmt.Errorf("slotd at %s did not answer within %s; check its health (slotctl migrate) or raise --timeout", g.endpoints, g.timeout)
 	case codes.Unauthenticated, codes.PermissionDenied:
 		return fmt.Errorf("%s; pass an admin credential: --token-file, or --tls-cert and --tls-key (with --tls-ca)", msg)
+	case codes.Canceled:
+		return errors.New("interrupted; a change already sent may have been made: check with slotctl status")
 	case codes.Unimplemented:
 		return fmt.Errorf("%s; this slotd does not offer the call (older server?)", msg)
 	}

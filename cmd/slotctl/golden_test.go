@@ -18,6 +18,7 @@ func TestGoldenAgainstSlotd(t *testing.T) {
 	s.ok(t, "nodes", "add", "n4=127.0.0.1:7504,zone=b")
 	s.ok(t, "nodes", "weight", "n1", "2")
 	s.ok(t, "throttle", "64MiB/s")
+	s.settle(t)
 
 	steps := []struct {
 		name string

@@ -59,7 +59,7 @@ changes nothing and exits 1.`,
 					})
 				}
 				if !o.yes {
-					ok, err := confirm(g.stdout, g.stdin, fmt.Sprintf("\napply plan %s (%d moves)? [y/N] ", p.GetId(), len(p.GetMoves())))
+					ok, err := confirm(ctx, g.stdout, g.stdin, fmt.Sprintf("\napply plan %s (%d moves)? [y/N] ", p.GetId(), len(p.GetMoves())))
 					if err != nil {
 						return err
 					}
@@ -84,16 +84,34 @@ changes nothing and exits 1.`,
 }
 
 // confirm asks question on w and reads a y/N answer from r. Anything but
-// y or yes is no; so is end of input.
-func confirm(w io.Writer, r io.Reader, question string) (bool, error) {
+// y or yes is no; so are end of input and Ctrl-C (ctx done), which a
+// blocked read would otherwise ignore.
+func confirm(ctx context.Context, w io.Writer, r io.Reader, question string) (bool, error) {
 	fmt.Fprint(w, question)
-	line, err := bufio.NewReader(r).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, fmt.Errorf("read the answer: %w", err)
+	type answer struct {
+		line string
+		err  error
 	}
-	if errors.Is(err, io.EOF) && line == "" {
+	got := make(chan answer, 1)
+	// The read cannot be interrupted; on Ctrl-C the process exits and
+	// takes the goroutine with it.
+	go func() {
+		line, err := bufio.NewReader(r).ReadString('\n')
+		got <- answer{line, err}
+	}()
+	var a answer
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(w)
+		return false, nil
+	case a = <-got:
+	}
+	if a.err != nil && !errors.Is(a.err, io.EOF) {
+		return false, fmt.Errorf("read the answer: %w", a.err)
+	}
+	if errors.Is(a.err, io.EOF) && a.line == "" {
 		fmt.Fprintln(w)
 	}
-	a := strings.ToLower(strings.TrimSpace(line))
-	return a == "y" || a == "yes", nil
+	reply := strings.ToLower(strings.TrimSpace(a.line))
+	return reply == "y" || reply == "yes", nil
 }

@@ -216,3 +216,17 @@ func startKV(t *testing.T, id, slotdAddr string) string {
 	})
 	return lis.Addr().String()
 }
+
+// settle waits until the map slotd serves (from its watch-fed hub) has
+// caught up with the directory (which Status reads): reads of the map do
+// not wait for a change just acknowledged.
+func (s *testSlotd) settle(t *testing.T) {
+	t.Helper()
+	var st statusJSON
+	decode(t, s.ok(t, "status", "-o", "json"), &st)
+	eventually(t, "the served map at the directory's version", func() bool {
+		var l nodesListJSON
+		decode(t, s.ok(t, "nodes", "list", "-o", "json"), &l)
+		return l.Version >= st.Version
+	})
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -152,6 +151,3 @@ func (p *progress) end() {
 		p.drawn = false
 	}
 }
-
-// errInterrupted tells a confirmation that the user gave no answer.
-var errInterrupted = errors.New("no answer")
