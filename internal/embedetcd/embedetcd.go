@@ -8,7 +8,10 @@ import (
 	"net/url"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/slotd/slotd/tlsconf"
 )
 
 // ErrNotReady is returned when the member does not become ready in time.
@@ -20,10 +23,23 @@ type Config struct {
 	Name string
 	// DataDir holds the WAL and the backend. Required.
 	DataDir string
-	// ClientURL is where clients connect; default http://127.0.0.1:7479.
+	// ClientURL is where clients connect; default http://127.0.0.1:7479
+	// (https:// with ClientTLS).
 	ClientURL string
-	// PeerURL is where other members connect; default http://127.0.0.1:7480.
+	// PeerURL is where other members connect; default http://127.0.0.1:7480
+	// (https:// with PeerTLS).
 	PeerURL string
+	// ClientTLS, when it names files, makes the client listener serve TLS
+	// (ClientURL must then be https://). With ClientAuth require (the
+	// default whenever CAFile is set: etcd has no "request" mode, and a
+	// client without a certificate would control the directory) only
+	// clients with a certificate from CAFile get in. etcd re-reads the
+	// files on every handshake, so rotation needs no restart.
+	ClientTLS tlsconf.Config
+	// PeerTLS is the same for the peer listener and for this member's
+	// connections to its peers, whose certificate must therefore be usable
+	// as a client certificate too (devca's server.pem is).
+	PeerTLS tlsconf.Config
 	// InitialCluster is "name=peerURL,..." for a multi-member cluster;
 	// default: this member alone.
 	InitialCluster string
@@ -43,10 +59,10 @@ func (c *Config) setDefaults() {
 		c.Name = "slotd"
 	}
 	if c.ClientURL == "" {
-		c.ClientURL = "http://127.0.0.1:7479"
+		c.ClientURL = scheme(c.ClientTLS) + "://127.0.0.1:7479"
 	}
 	if c.PeerURL == "" {
-		c.PeerURL = "http://127.0.0.1:7480"
+		c.PeerURL = scheme(c.PeerTLS) + "://127.0.0.1:7480"
 	}
 	if c.InitialCluster == "" {
 		c.InitialCluster = c.Name + "=" + c.PeerURL
@@ -67,15 +83,47 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("embedetcd: a data dir is required (--data-dir)")
 	}
-	for _, u := range []string{c.ClientURL, c.PeerURL} {
-		if u == "" {
+	for _, l := range []struct {
+		what, url string
+		tls       tlsconf.Config
+	}{{"client", c.ClientURL, c.ClientTLS}, {"peer", c.PeerURL, c.PeerTLS}} {
+		if l.tls.Enabled() {
+			if err := l.tls.Validate(); err != nil {
+				return fmt.Errorf("embedetcd: %s TLS: %w", l.what, err)
+			}
+			if l.tls.CertFile == "" {
+				return fmt.Errorf("embedetcd: %s TLS needs a certificate and key to serve, not only a CA", l.what)
+			}
+		}
+		if l.url == "" {
 			continue
 		}
-		if _, err := url.Parse(u); err != nil {
-			return fmt.Errorf("embedetcd: bad URL %q: %w", u, err)
+		u, err := url.Parse(l.url)
+		if err != nil {
+			return fmt.Errorf("embedetcd: bad %s URL %q: %w", l.what, l.url, err)
+		}
+		if want := scheme(l.tls); u.Scheme != want {
+			return fmt.Errorf("embedetcd: %s URL %q must be %s:// (TLS files given: %v)", l.what, l.url, want, l.tls.Enabled())
 		}
 	}
 	return nil
+}
+
+// scheme is the URL scheme of a listener with these TLS files.
+func scheme(c tlsconf.Config) string {
+	if c.Enabled() {
+		return "https"
+	}
+	return "http"
+}
+
+// serverTLSInfo is etcd's view of c. etcd has no "request" mode: with a
+// CA and no explicit choice it requires client certificates.
+func serverTLSInfo(c tlsconf.Config) transport.TLSInfo {
+	if c.ClientAuth == "" && c.CAFile != "" {
+		c.ClientAuth = tlsconf.ClientAuthRequire
+	}
+	return c.EtcdServerTLSInfo()
 }
 
 // Server is a running member.
@@ -109,6 +157,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	ec.InitialClusterToken = cfg.ClusterToken
 	ec.LogLevel = "error"
 	ec.UnsafeNoFsync = cfg.NoFsync
+	if cfg.ClientTLS.Enabled() {
+		ec.ClientTLSInfo = serverTLSInfo(cfg.ClientTLS)
+	}
+	if cfg.PeerTLS.Enabled() {
+		ec.PeerTLSInfo = serverTLSInfo(cfg.PeerTLS)
+	}
 	// Keep an hour of revisions: watchers that fall behind further get a
 	// fresh snapshot from the directory.
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
@@ -131,7 +185,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		e.Close()
 		return nil, ctx.Err()
 	}
-	cfg.Logger.Info("etcd member ready", "name", cfg.Name, "client_url", cfg.ClientURL, "data_dir", cfg.DataDir)
+	cfg.Logger.Info("etcd member ready", "name", cfg.Name, "client_url", cfg.ClientURL, "data_dir", cfg.DataDir,
+		"client_tls", cfg.ClientTLS.Enabled(), "peer_tls", cfg.PeerTLS.Enabled())
 	return &Server{etcd: e, cfg: cfg}, nil
 }
 
