@@ -160,7 +160,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad log level", nil, []string{"--log-level", "loud", "--listen", "127.0.0.1:0", "--http", ""}, "--log-level"},
 		{"bad env value", map[string]string{"SLOTD_SHUTDOWN_TIMEOUT": "soon"}, nil, "SLOTD_SHUTDOWN_TIMEOUT"},
 		{"token without tls", nil, []string{"--token-file", "x"}, "--token-file needs --tls-cert"},
-		{"etcd tls without endpoints", nil, []string{"--etcd-tls-ca", "x"}, "external etcd"},
+		{"embedded etcd TLS with only a CA", nil, []string{"--etcd-tls-ca", "x"}, "--etcd-tls-cert"},
 		{"etcd member without name", nil, []string{"etcd", "--data-dir", "x"}, "--name and --data-dir"},
 	}
 	for _, tc := range tests {
@@ -274,9 +274,11 @@ func TestTLSFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+	grpcAddr, httpAddr, etcdAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	// The embedded etcd serves TLS too and requires client certificates.
 	start(t, serveArgs(t, grpcAddr, httpAddr, "--tls-cert", set.ServerCert, "--tls-key", set.ServerKey,
-		"--tls-ca", set.CA, "--token-file", set.TokenFile)...)
+		"--tls-ca", set.CA, "--token-file", set.TokenFile, "--etcd-client-url", etcdAddr,
+		"--etcd-tls-cert", set.ServerCert, "--etcd-tls-key", set.ServerKey, "--etcd-tls-ca", set.CA)...)
 
 	pool := x509.NewCertPool()
 	ca, err := os.ReadFile(set.CA)
@@ -311,6 +313,35 @@ func TestTLSFlags(t *testing.T) {
 	resp, err := admin.SetThrottle(ctx, &slotdv1.SetThrottleRequest{BytesPerSecond: 5})
 	if err != nil || resp.GetThrottle().GetDefaultBytesPerSecond() != 5 {
 		t.Errorf("admin SetThrottle: %v %v", resp, err)
+	}
+
+	// The embedded etcd: plaintext and certificate-less clients get nothing.
+	for _, tc := range []struct {
+		name string
+		ep   string
+		tls  *tlsconf.Config
+	}{
+		{"plaintext", "http://" + etcdAddr, nil},
+		{"no client certificate", "https://" + etcdAddr, &tlsconf.Config{CAFile: set.CA}},
+	} {
+		cc := clientv3.Config{Endpoints: []string{tc.ep}, DialTimeout: 2 * time.Second, Logger: nopZap()}
+		if tc.tls != nil {
+			c, err := tlsconf.NewClient(*tc.tls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.ConfigureEtcd(&cc)
+		}
+		cli, err := clientv3.New(cc)
+		if err != nil {
+			continue
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		if _, err := cli.Get(rctx, "/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
+			t.Errorf("etcd %s client read the directory", tc.name)
+		}
+		rcancel()
+		cli.Close()
 	}
 }
 

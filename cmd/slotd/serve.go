@@ -72,8 +72,8 @@ func (o *options) validate() error {
 		return usageError{errors.New("--data-dir is required for the embedded etcd (or give --etcd-endpoints)")}
 	case o.tokenFile != "" && o.tlsCert == "":
 		return usageError{errors.New("--token-file needs --tls-cert and --tls-key: bearer tokens must not cross plaintext")}
-	case len(o.etcdEndpoints) == 0 && (o.etcdTLSCert != "" || o.etcdTLSCA != ""):
-		return usageError{errors.New("--etcd-tls-* are for an external etcd (--etcd-endpoints); the embedded etcd listens on loopback in plaintext")}
+	case len(o.etcdEndpoints) == 0 && (o.etcdTLSKey != "" || o.etcdTLSCA != "") && o.etcdTLSCert == "":
+		return usageError{errors.New("the embedded etcd serves TLS with --etcd-tls-cert and --etcd-tls-key (a server and client certificate, like certs/server.pem); --etcd-tls-ca alone is not enough")}
 	case o.requestTimeout <= 0 || o.downAfter <= 0 || o.holdDown < 0 || o.shutdown <= 0:
 		return usageError{errors.New("--request-timeout, --down-after and --shutdown-timeout must be positive, --hold-down not negative")}
 	case o.maxRecvBytes < 0:
@@ -128,9 +128,9 @@ Every flag is also an environment variable: --data-dir is SLOTD_DATA_DIR.`,
 	f.StringVar(&o.tlsCA, "tls-ca", "", "CA (PEM) that verifies client certificates (roles) and store nodes")
 	f.StringVar(&o.clientAuth, "client-auth", "", "client certificates: none, request or require (default: request with --tls-ca, else none)")
 	f.StringVar(&o.tokenFile, "token-file", "", `bearer tokens, one "token role[,role] [name]" a line; needs TLS`)
-	f.StringVar(&o.etcdTLSCert, "etcd-tls-cert", "", "client certificate (PEM) for --etcd-endpoints")
+	f.StringVar(&o.etcdTLSCert, "etcd-tls-cert", "", "client certificate (PEM) for --etcd-endpoints; without them, the embedded etcd serves TLS (https) with it and slotd presents it as its client certificate")
 	f.StringVar(&o.etcdTLSKey, "etcd-tls-key", "", "private key (PEM) for --etcd-tls-cert")
-	f.StringVar(&o.etcdTLSCA, "etcd-tls-ca", "", "CA (PEM) that verifies the etcd servers")
+	f.StringVar(&o.etcdTLSCA, "etcd-tls-ca", "", "CA (PEM) that verifies the etcd servers; the embedded etcd then requires client certificates from it")
 	f.StringVar(&o.storeTLSCert, "store-tls-cert", "", "client certificate (PEM, role store) the mover presents to store nodes; TLS to stores uses --tls-ca")
 	f.StringVar(&o.storeTLSKey, "store-tls-key", "", "private key (PEM) for --store-tls-cert")
 	f.DurationVar(&o.requestTimeout, "request-timeout", directory.DefaultRequestTimeout, "deadline of each etcd request")
@@ -167,8 +167,17 @@ func serve(ctx context.Context, o *options, stderr io.Writer) (err error) {
 	endpoints := o.etcdEndpoints
 	var member *embedetcd.Server
 	if len(endpoints) == 0 {
+		// With --etcd-tls-cert the member serves TLS on both listeners with
+		// those files, and slotd dials it with the same ones (below).
+		var etcdTLS tlsconf.Config
+		scheme := "http"
+		if o.etcdTLSCert != "" {
+			etcdTLS = tlsconf.Config{CertFile: o.etcdTLSCert, KeyFile: o.etcdTLSKey, CAFile: o.etcdTLSCA, Logger: lg}
+			scheme = "https"
+		}
 		member, err = embedetcd.Start(ctx, embedetcd.Config{
-			DataDir: o.dataDir, ClientURL: etcdURL(o.etcdClientURL, "http"), PeerURL: etcdURL(o.etcdPeerURL, "http"), Logger: lg,
+			DataDir: o.dataDir, ClientURL: etcdURL(o.etcdClientURL, scheme), PeerURL: etcdURL(o.etcdPeerURL, scheme),
+			ClientTLS: etcdTLS, PeerTLS: etcdTLS, Logger: lg,
 		})
 		if err != nil {
 			return err
