@@ -28,6 +28,8 @@ import (
 type clusterOpts struct {
 	slotds int // slotd replicas over the etcd cluster; default 1
 	nodes  int // slotkv nodes bootstrapped as n1..nN; default 3
+	// weights of nodes by id; default 1.
+	weights map[string]uint32
 }
 
 // cluster is a full deployment on 127.0.0.1: a real three-member etcd
@@ -47,6 +49,7 @@ type cluster struct {
 	slotd   []*harness.Proc
 	slotdEP []string
 	nodes   map[string]*harness.Proc
+	weights map[string]uint32
 
 	conns map[string]*grpc.ClientConn // by address, closed at cleanup
 	sdk   *client.Client
@@ -61,7 +64,7 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	if o.nodes == 0 {
 		o.nodes = 3
 	}
-	c := &cluster{t: t, h: harness.New(t), nodes: map[string]*harness.Proc{}, conns: map[string]*grpc.ClientConn{}}
+	c := &cluster{t: t, h: harness.New(t), nodes: map[string]*harness.Proc{}, weights: o.weights, conns: map[string]*grpc.ClientConn{}}
 	t.Cleanup(c.close)
 	c.startEtcd()
 	for i := 1; i <= o.slotds; i++ {
@@ -153,9 +156,11 @@ func (c *cluster) nodeSlotd(id string) string {
 	return strings.Join(eps, ",")
 }
 
+func (c *cluster) weight(id string) uint32 { return max(1, c.weights[id]) }
+
 func (c *cluster) startNode(id string) *harness.Proc {
 	p := c.h.Start(id, "slotkv", nil, "--id", id, "--listen", c.h.Addr(id), "--http", "",
-		"--data-dir", c.h.Dir(id), "--slotd", c.nodeSlotd(id), "--fsync=false")
+		"--data-dir", c.h.Dir(id), "--slotd", c.nodeSlotd(id), "--fsync=false", "--weight", fmt.Sprint(c.weight(id)))
 	c.nodes[id] = p
 	return p
 }
@@ -181,7 +186,7 @@ func (c *cluster) waitRegistered(ids ...string) {
 func (c *cluster) bootstrap(ids []string) {
 	var nodes []*slotdv1.Node
 	for _, id := range ids {
-		nodes = append(nodes, &slotdv1.Node{Id: id, Address: c.h.Addr(id)})
+		nodes = append(nodes, &slotdv1.Node{Id: id, Address: c.h.Addr(id), Weight: c.weight(id)})
 	}
 	c.admin(func(ac slotdv1.AdminClient) error {
 		_, err := ac.Bootstrap(c.ctx(), &slotdv1.BootstrapRequest{Nodes: nodes, Operator: "e2e"})
@@ -341,6 +346,51 @@ func (c *cluster) waitPhase(id string, minBytes uint64, phases ...slotdv1.MovePh
 		return fmt.Errorf("in flight: %v", st.GetInFlight())
 	})
 	return m
+}
+
+// rollback rolls plan id back and returns the reverse plan's id.
+func (c *cluster) rollback(id string) string {
+	var p *slotdv1.Plan
+	c.admin(func(ac slotdv1.AdminClient) error {
+		r, err := ac.Rollback(c.ctx(), &slotdv1.RollbackRequest{PlanId: id, Operator: "e2e", Reason: c.t.Name()})
+		p = r.GetPlan()
+		return err
+	})
+	return p.GetId()
+}
+
+func (c *cluster) removeNode(id string) {
+	c.admin(func(ac slotdv1.AdminClient) error {
+		_, err := ac.RemoveNode(c.ctx(), &slotdv1.RemoveNodeRequest{NodeId: id, Operator: "e2e"})
+		return err
+	})
+}
+
+// etcdLeader returns the index of the etcd member that leads.
+func (c *cluster) etcdLeader() int {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.etcdEPs, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer cli.Close()
+	leader := -1
+	c.h.Eventually(30*time.Second, "etcd leader", func() error {
+		ids := map[uint64]int{}
+		var lead uint64
+		for i, ep := range c.etcdEPs {
+			st, err := cli.Status(c.ctx(), ep)
+			if err != nil {
+				return err
+			}
+			ids[st.Header.MemberId], lead = i, st.Leader
+		}
+		var ok bool
+		if leader, ok = ids[lead]; !ok {
+			return fmt.Errorf("leader %x is none of the members", lead)
+		}
+		return nil
+	})
+	return leader
 }
 
 // run runs a binary to completion and fails the test on a non-zero exit.
