@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client"
@@ -52,6 +51,7 @@ type options struct {
 	fsync      bool
 	exportRate int64
 	logLevel   string
+	tls        tlsOptions
 }
 
 func (o *options) validate() error {
@@ -65,7 +65,7 @@ func (o *options) validate() error {
 	case o.exportRate < 0:
 		return usageError{errors.New("--export-rate must not be negative")}
 	}
-	return nil
+	return o.tls.validate()
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) int {
@@ -80,7 +80,15 @@ answers MOVED for slots it does not own.
 
 Durability: with --fsync (the default) every acknowledged write is on disk;
 --fsync=false acknowledges writes once in the OS page cache (survives a process
-crash, not a machine crash).`,
+crash, not a machine crash).
+
+Security: --tls-cert/--tls-key serve TLS on both ports; --tls-ca verifies
+client certificates (--client-auth require for mutual TLS) and --token-file
+accepts bearer tokens. Authorization is then on: the Store migration protocol
+needs role store (slotd's mover presents --store-tls-cert), the KV API role
+read (any application, admin or store identity). slotkv reaches slotd over
+TLS with --slotd-tls-ca (default --tls-ca) and a store identity:
+--slotd-tls-cert/--slotd-tls-key or --slotd-token-file.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
@@ -106,6 +114,7 @@ crash, not a machine crash).`,
 	f.BoolVar(&o.fsync, "fsync", true, "fsync every commit before acknowledging it")
 	f.Int64Var(&o.exportRate, "export-rate", 0, "initial export throttle in bytes/s (0: unlimited; the mover sets it per move)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	o.tls.bind(f)
 	flagenv.Annotate(f, envPrefix)
 	cmd.AddCommand(clientCommands()...)
 	cmd.SetArgs(args)
@@ -134,6 +143,17 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	// TLS material first: a bad file should stop slotkv before it opens
+	// its data.
+	ts, az, err := o.tls.listener(lg, reg)
+	if err != nil {
+		return err
+	}
+	slotdDial, err := o.tls.slotdDialOptions(lg)
+	if err != nil {
+		return err
+	}
+
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
@@ -155,12 +175,12 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		maps = staticSource{m}
 	} else {
 		endpoints := strings.Split(o.slotd, ",")
-		conn, err = grpc.NewClient(endpoints[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err = grpc.NewClient(endpoints[0], slotdDial...)
 		if err != nil {
 			return fmt.Errorf("slotd address %q: %w", endpoints[0], err)
 		}
 		defer conn.Close()
-		cm, err := node.NewClusterMap(client.Options{Endpoints: endpoints, Logger: lg, Registerer: reg})
+		cm, err := node.NewClusterMap(client.Options{Endpoints: endpoints, DialOptions: slotdDial, Logger: lg, Registerer: reg})
 		if err != nil {
 			return usageError{err}
 		}
@@ -186,8 +206,13 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g := grpc.NewServer(srv.ServerOptions()...)
+	g := grpc.NewServer(serverOptions(ts, az, srv.ServerOptions())...)
 	srv.Register(g)
+	if m := slotkv.Policy().Uncovered(g.GetServiceInfo()); len(m) > 0 {
+		srv.Close()
+		return fmt.Errorf("auth policy has no rule for %v; they would be refused to everyone", m)
+	}
+	warnIfOpen(lg, az, lis)
 
 	var hs *http.Server
 	httpAddr := ""
@@ -201,9 +226,17 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-		hs = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		hs = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelDebug)}
 		httpAddr = hl.Addr().String()
-		go func() { defer close(httpDone); _ = hs.Serve(hl) }()
+		if ts != nil {
+			// The gRPC listener's TLS settings: no roles on HTTP (metrics
+			// only), but with --client-auth require a scraper needs a
+			// certificate from --tls-ca too.
+			hs.TLSConfig = ts.TLSConfig()
+			go func() { defer close(httpDone); _ = hs.ServeTLS(hl, "", "") }()
+		} else {
+			go func() { defer close(httpDone); _ = hs.Serve(hl) }()
+		}
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -220,7 +253,8 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		}
 		return nil
 	})
-	lg.Info("slotkv serving", "id", o.id, "listen", lis.Addr().String(), "advertise", advertise, "http", httpAddr, "fsync", o.fsync, "standalone", o.standalone)
+	lg.Info("slotkv serving", "id", o.id, "listen", lis.Addr().String(), "advertise", advertise, "http", httpAddr, "fsync", o.fsync, "standalone", o.standalone,
+		"tls", ts != nil, "auth", az.Enabled(), "slotd_tls", !o.standalone && o.tls.slotdTLS())
 
 	// Shutdown order: 1. stop taking requests and finish those in flight
 	// (bounded), 2. stop background work, 3. close the HTTP server,
