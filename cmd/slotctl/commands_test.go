@@ -61,6 +61,7 @@ func TestUsageErrorsSendNothing(t *testing.T) {
 		{"rebalance json asks", []string{"rebalance", "-o", "json"}, "pass --yes"},
 		{"nodes without verb", []string{"nodes"}, "list|add|drain|remove|weight"},
 		{"nodes weight args", []string{"nodes", "weight", "n1"}, "accepts 2 arg"},
+		{"timeout zero", []string{"status", "--timeout", "0s"}, "--timeout must be positive"},
 		{"bad endpoint", []string{"status", "--endpoints", "nohostport"}, "not host:port"},
 	}
 	for _, tc := range cases {

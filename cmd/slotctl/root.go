@@ -95,6 +95,9 @@ or a precondition failed; nothing changed).`,
 		if g.output != "table" && g.output != "json" {
 			return usagef("unknown output format %q; use -o table or -o json", g.output)
 		}
+		if g.timeout <= 0 {
+			return usagef("--timeout must be positive, e.g. --timeout 10s")
+		}
 		return nil
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
