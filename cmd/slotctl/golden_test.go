@@ -39,6 +39,16 @@ func TestGoldenAgainstSlotd(t *testing.T) {
 			})
 		}
 	}
+
+	// With a plan applying (no mover here, so it stays at 0 done).
+	var p struct{ ID string }
+	decode(t, s.ok(t, "plan", "--max-moves", "3", "-o", "json"), &p)
+	s.ok(t, "apply", p.ID)
+	for _, form := range []string{"table", "json"} {
+		t.Run("status_applying_"+form, func(t *testing.T) {
+			golden(t, "status_applying_"+form+".golden", elideTimes(s.ok(t, "-o", form, "status")))
+		})
+	}
 }
 
 // TestMapGolden prints a small hand-made map: the ring's real maps have
