@@ -78,7 +78,7 @@ func redisClientImpact(ctx context.Context, r *redisCluster, tag string, from, t
 	return im, err
 }
 
-func ourClientImpact(ctx context.Context, oc *ourCluster, tag string, s slots.Slot, to string) (impact, error) {
+func ourClientImpact(ctx context.Context, oc *ourCluster, tag string, s slots.Slot, to string, fsync bool) (impact, error) {
 	logf("item 4: our client during a move (load %s)", loadavg())
 	reg := prometheus.NewRegistry()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -112,7 +112,7 @@ func ourClientImpact(ctx context.Context, oc *ourCluster, tag string, s slots.Sl
 	})
 	im.redirects = kv.Redirects()
 	im.detail = fmt.Sprintf("MOVED/ASK %d, FENCED retries %d, map fetches %d", kv.Redirects(), kv.Fenced(), fetches())
-	im.cmd = "slotd SDK + kvclient (`e2e/kvclient`); move: Admin.Move (`slotctl move SLOT --to ID`), slotkv `--fsync=true`"
+	im.cmd = fmt.Sprintf("slotd SDK + kvclient (`e2e/kvclient`); move: Admin.Move (`slotctl move SLOT --to ID`), slotkv `--fsync=%v`", fsync)
 	return im, err
 }
 
@@ -144,25 +144,34 @@ func runImpact(ctx context.Context, l *load, move func() (time.Duration, error),
 	return im, err
 }
 
-func printImpact(w io.Writer, ours, peer impact) {
+func printImpact(w io.Writer, durable, nosync, peer impact) {
 	fmt.Fprintf(w, "### 4. Client impact during a move\n\n")
-	fmt.Fprintf(w, "One client, %d ops/s open loop (at most 64 in flight), half GET half SET of 100 B, on %d keys of the moving slot (100,000 keys x 100 B); "+
+	fmt.Fprintf(w, "One client, %d ops/s open loop (at most 64 in flight), half GET half SET of 100 B, on %d keys of the moving slot (the 100 B dataset of item 2); "+
 		"%v of steady state (\"before\"), then from the start to the end of the move (\"during\"). Errors are what the application saw. "+
 		"Extra round trips during the move: ours = redirects and FENCED retries followed (one KV request each) + map fetches from slotd; "+
 		"Redis = requests go-redis sent to nodes (a pipeline counts once; ASKING+command is one pipeline) minus the application's ops, counted by a hook on every node client, CLUSTER SLOTS reloads included. "+
+		"Redis moves with `--cluster-pipeline 10` (redis-cli's default) and fsyncs nothing; ours once with slotkv durable (every SET fsynced before it is acknowledged) and once with fsync off. "+
 		"Ratio = Redis / ours.\n\n", impactRate, impactKeys, impactBefore)
-	trip := func(im impact) int64 { return im.extraTrips }
-	rows := []row{
-		{"move duration under the client", fmtDur(ours.moveTook), fmtDur(peer.moveTook), ratio(peer.moveTook.Seconds(), ours.moveTook.Seconds()), ours.cmd + "; " + peer.cmd},
-		{"errors seen by the application, before / during", fmt.Sprintf("%d / %d", ours.errsBefore, ours.errsDuring), fmt.Sprintf("%d / %d", peer.errsBefore, peer.errsDuring), "-", "`cd bench && go run ./cmd/cluster -items 2,4`"},
-		{"latency before the move, p50 / p99", fmtDur(ours.p50b) + " / " + fmtDur(ours.p99b), fmtDur(peer.p50b) + " / " + fmtDur(peer.p99b), ratio(peer.p99b.Seconds(), ours.p99b.Seconds()) + " (p99)", "same"},
-		{"latency during the move, p50 / p99 / max", fmtDur(ours.p50d) + " / " + fmtDur(ours.p99d) + " / " + fmtDur(ours.maxDuring), fmtDur(peer.p50d) + " / " + fmtDur(peer.p99d) + " / " + fmtDur(peer.maxDuring), ratio(peer.p99d.Seconds(), ours.p99d.Seconds()) + " (p99)", "same"},
-		{"redirects answered during the move", fmt.Sprintf("%d (%s)", ours.redirects, ours.detail), fmt.Sprintf("%d (%s)", peer.redirects, peer.detail), "-", "same"},
-		{"extra round trips during the move", fmt.Sprintf("%d", trip(ours)), fmt.Sprintf("%d", trip(peer)), ratio(float64(trip(peer)), float64(trip(ours))), "same"},
-		{"ops sent in all (ticks skipped: 64 in flight)", fmt.Sprintf("%d (%d)", ours.ops, ours.missed), fmt.Sprintf("%d (%d)", peer.ops, peer.missed), "-", "same"},
+	for _, v := range []struct {
+		mode string
+		im   impact
+	}{{"durable", durable}, {"fsync off", nosync}} {
+		ours := v.im
+		rows := []row{
+			{"ours " + v.mode + ": move duration under the client", fmtDur(ours.moveTook), fmtDur(peer.moveTook), ratio(peer.moveTook.Seconds(), ours.moveTook.Seconds()), ours.cmd + "; " + peer.cmd + "; `cd bench && go run ./cmd/cluster -items 2,4`"},
+			{"ours " + v.mode + ": errors seen by the application, before / during", fmt.Sprintf("%d / %d", ours.errsBefore, ours.errsDuring), fmt.Sprintf("%d / %d", peer.errsBefore, peer.errsDuring), "-", "same"},
+			{"ours " + v.mode + ": latency before the move, p50 / p99", fmtDur(ours.p50b) + " / " + fmtDur(ours.p99b), fmtDur(peer.p50b) + " / " + fmtDur(peer.p99b), ratio(peer.p99b.Seconds(), ours.p99b.Seconds()) + " (p99)", "same"},
+			{"ours " + v.mode + ": latency during the move, p50 / p99 / max", fmtDur(ours.p50d) + " / " + fmtDur(ours.p99d) + " / " + fmtDur(ours.maxDuring), fmtDur(peer.p50d) + " / " + fmtDur(peer.p99d) + " / " + fmtDur(peer.maxDuring), ratio(peer.p99d.Seconds(), ours.p99d.Seconds()) + " (p99)", "same"},
+			{"ours " + v.mode + ": redirects answered during the move", fmt.Sprintf("%d (%s)", ours.redirects, ours.detail), fmt.Sprintf("%d (%s)", peer.redirects, peer.detail), "-", "same"},
+			{"ours " + v.mode + ": extra round trips during the move", fmt.Sprintf("%d", ours.extraTrips), fmt.Sprintf("%d", peer.extraTrips), ratio(float64(peer.extraTrips), float64(ours.extraTrips)), "same"},
+			{"ours " + v.mode + ": ops completed (ticks skipped: 64 in flight)", fmt.Sprintf("%d (%d)", ours.ops, ours.missed), fmt.Sprintf("%d (%d)", peer.ops, peer.missed), "-", "same"},
+		}
+		printTable(w, rows)
+		if ours.firstErr != "" {
+			fmt.Fprintf(w, "First error, ours %s: %q.\n\n", v.mode, ours.firstErr)
+		}
 	}
-	printTable(w, rows)
-	if ours.firstErr != "" || peer.firstErr != "" {
-		fmt.Fprintf(w, "First errors: ours %q; Redis %q.\n\n", ours.firstErr, peer.firstErr)
+	if peer.firstErr != "" {
+		fmt.Fprintf(w, "First error, Redis: %q.\n\n", peer.firstErr)
 	}
 }

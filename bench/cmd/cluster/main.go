@@ -30,7 +30,9 @@ type config struct {
 	rebalanceKeys  int // item 3
 	runs           int
 	emptyMoves     int
-	items          map[string]bool
+	// rebalanceDurable runs item 3's slotkv nodes with fsync on disk.
+	rebalanceDurable bool
+	items            map[string]bool
 }
 
 type row struct{ name, ours, peer, ratio, cmd string }
@@ -67,6 +69,7 @@ func main() {
 	flag.IntVar(&c.rebalanceKeys, "rebalance-keys", 200_000, "item 3: keys of 100 B over the cluster")
 	flag.IntVar(&c.runs, "runs", 3, "item 2: runs per case (the median is reported)")
 	flag.IntVar(&c.emptyMoves, "empty-moves", 30, "item 3: empty-slot moves each way")
+	flag.BoolVar(&c.rebalanceDurable, "rebalance-durable", false, "item 3: slotkv --fsync=true on disk (default: fsync off on tmpfs, our fastest)")
 	flag.StringVar(&items, "items", "2,3,4,5,6", "items of issue 10 to run (4 and 5 need 2)")
 	flag.Parse()
 	c.items = map[string]bool{}
@@ -239,8 +242,25 @@ func itemMoveOne(ctx context.Context, c *config, w io.Writer) error {
 	ours := map[string]map[bool]time.Duration{}
 	before, _ := oc.metrics()
 	var afterDurable map[string]float64
+	impacts := map[bool]impact{}
+	runOurImpact := func(fsync bool) error {
+		if !c.items["4"] {
+			return nil
+		}
+		s := slotFor(slotOf[cases[0].name].slot)
+		to := "n1"
+		if oc.sdk.Map().OwnerID(s) == "n1" {
+			to = "n2"
+		}
+		im, err := ourClientImpact(ctx, oc, slotOf[cases[0].name].tag, s, to, fsync)
+		impacts[fsync] = im
+		return err
+	}
 	for _, fsync := range []bool{false, true} {
 		if fsync {
+			if err := runOurImpact(false); err != nil {
+				return err
+			}
 			if err := oc.restartAll(ctx, true); err != nil {
 				return err
 			}
@@ -270,16 +290,8 @@ func itemMoveOne(ctx context.Context, c *config, w io.Writer) error {
 	}
 	afterDurable, _ = oc.metrics()
 
-	var ourImpact impact
-	if c.items["4"] {
-		s := slotFor(slotOf[cases[0].name].slot)
-		to := "n1"
-		if oc.sdk.Map().OwnerID(s) == "n1" {
-			to = "n2"
-		}
-		if ourImpact, err = ourClientImpact(ctx, oc, slotOf[cases[0].name].tag, s, to); err != nil {
-			return err
-		}
+	if err := runOurImpact(true); err != nil {
+		return err
 	}
 	var thr []row
 	if c.items["5"] {
@@ -313,7 +325,7 @@ func itemMoveOne(ctx context.Context, c *config, w io.Writer) error {
 	printTable(w, rows)
 
 	if c.items["4"] {
-		printImpact(w, ourImpact, redisImpact)
+		printImpact(w, impacts[true], impacts[false], redisImpact)
 	}
 	if c.items["5"] {
 		fmt.Fprintf(w, "### 5. Throttle accuracy\n\n")

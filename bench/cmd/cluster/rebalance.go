@@ -59,9 +59,13 @@ func itemRebalance(ctx context.Context, c *config, shm string, w io.Writer) erro
 	logf("item 3: redis rebalance: %v, %d slots to the new master, %d keys after", redisTook, redisMoved, redisKeys)
 	ps.stopAll()
 
-	// Ours: slotd's etcd on tmpfs, slotkv durable on disk.
-	logf("item 3: ours: slotd + 3 slotkv + 1 empty")
-	oc, err := startOurs(ctx, ps, c.bin, filepath.Join(shm, "slotd3"), filepath.Join(c.tmp, "kv3"), 4, 3, true)
+	// Ours: slotd's etcd on tmpfs; slotkv as -rebalance-durable says.
+	kvDir := filepath.Join(shm, "kv3")
+	if c.rebalanceDurable {
+		kvDir = filepath.Join(c.tmp, "kv3")
+	}
+	logf("item 3: ours: slotd + 3 slotkv + 1 empty (slotkv durable on disk: %v)", c.rebalanceDurable)
+	oc, err := startOurs(ctx, ps, c.bin, filepath.Join(shm, "slotd3"), kvDir, 4, 3, c.rebalanceDurable)
 	if err != nil {
 		return err
 	}
@@ -114,12 +118,16 @@ func itemRebalance(ctx context.Context, c *config, shm string, w io.Writer) erro
 	oc.close()
 	ps.stopAll()
 
+	kvSettings := "slotkv `--fsync=false` with its data on tmpfs (the fastest we have; `-rebalance-durable` runs slotkv `--fsync=true` on disk)"
+	if c.rebalanceDurable {
+		kvSettings = "slotkv `--fsync=true` with its data on disk"
+	}
 	fmt.Fprintf(w, "### 3. Rebalancing 3 -> 4 nodes, %d keys x 100 B\n\n", c.rebalanceKeys)
 	fmt.Fprintf(w, "Redis: three masters loaded, an empty fourth added with `redis-cli --cluster add-node`, then the rebalance command timed (its default `--cluster-pipeline` 10). "+
-		"Ours: three slotkv nodes (`--fsync=true`, on disk) loaded through the SDK, a fourth registered, then `slotctl rebalance --yes` timed (plan + apply + wait; "+
-		"its wait polls every 300 ms). Settings of our figure: slotd's embedded etcd on tmpfs (/dev/shm: each move waits for a few etcd commits; on this disk about twice as slow, see scripts/demo.sh), "+
-		"slotkv fsync on, throttle unlimited, moves one at a time (the executor's only mode). Empty-slot moves: Admin.Move to the SDK's map showing the new owner, before the load, %d slots n1 -> n2 and back. "+
-		"Ratio = Redis / ours. 1-minute load average at the start: %s.\n\n", len(empty), load)
+		"Ours: three slotkv nodes loaded through the SDK, a fourth registered, then `slotctl rebalance --yes` timed (plan + apply + wait; "+
+		"its wait polls every 300 ms). Settings of our figure: %s, slotd's embedded etcd on tmpfs (/dev/shm: each move waits for a few etcd commits), "+
+		"throttle unlimited, moves one at a time (the executor's only mode). Empty-slot moves: Admin.Move to the SDK's map showing the new owner, before the load, %d slots n1 -> n2 and back. "+
+		"Ratio = Redis / ours. 1-minute load average at the start: %s.\n\n", kvSettings, len(empty), load)
 	rows := []row{
 		{fmt.Sprintf("rebalance 3 -> 4 (ours %d slots, Redis %d slots)", ourMoved, redisMoved), fmtDur(ourTook), fmtDur(redisTook), ratio(redisTook.Seconds(), ourTook.Seconds()),
 			"`slotctl rebalance --yes`; `redis-cli --cluster rebalance 127.0.0.1:PORT --cluster-use-empty-masters`"},

@@ -86,7 +86,14 @@ func (r *redisCluster) waitAgreed(ctx context.Context) error {
 		for i := range r.ports {
 			c := redis.NewClient(&redis.Options{Addr: r.addr(i)})
 			nodes, err := c.ClusterNodes(ctx).Result()
+			info, ierr := c.ClusterInfo(ctx).Result()
 			c.Close()
+			if ierr != nil {
+				return ierr
+			}
+			if !strings.Contains(info, "cluster_state:ok") {
+				return fmt.Errorf("%s: cluster state not ok yet", r.addr(i))
+			}
 			if err != nil {
 				return err
 			}
