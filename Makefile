@@ -27,7 +27,7 @@ test: ## vet + unit + integration tests (race detector), as CI runs them
 bench: ## run the Go benchmarks; output is benchstat input
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 30m ./... | tee bench.txt
 
-bench-compare: ## side-by-side benchmarks against peer libraries (issue 10): writes bench/RESULTS.md, ~2 min
+bench-compare: build ## side-by-side benchmarks against peer libraries and Redis Cluster (issue 10): writes bench/RESULTS.md, ~8 min
 	cd bench && GO=$(GO) ./compare.sh
 
 tools: ## install protoc (Debian protobuf-compiler) and the pinned Go generators into bin/tools
