@@ -257,6 +257,17 @@ func TestClusterCommands(t *testing.T) {
 			t.Fatalf("watch events: %+v", evs)
 		}
 	})
+	t.Run("a dead endpoint first", func(t *testing.T) {
+		s.ok(t, "--endpoints", "127.0.0.1:1,"+s.addr, "status")
+	})
+	t.Run("SLOTCTL_ENDPOINTS", func(t *testing.T) {
+		t.Setenv("SLOTCTL_ENDPOINTS", s.addr)
+		var out, errb bytes.Buffer
+		g := &globals{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, tty: func() bool { return false }, poll: time.Second}
+		if code := runWith(g, []string{"status"}); code != exitOK || !strings.Contains(out.String(), "server s1") {
+			t.Fatalf("status from the environment's endpoint: exit %d, %q %q", code, out.String(), errb.String())
+		}
+	})
 	t.Run("completion", func(t *testing.T) {
 		if out := s.ok(t, "completion", "bash"); !strings.Contains(out, "bash completion") {
 			t.Fatalf("completion bash: %.100q", out)
