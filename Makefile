@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 TOOLS := $(CURDIR)/bin/tools
 
-.PHONY: all build test bench bench-compare e2e demo proto tools fuzz help clean certs
+.PHONY: all build test bench bench-compare e2e demo proto tools fuzz fuzz-short help clean certs
 
 all: build
 
@@ -20,9 +20,30 @@ build: ## build slotd, slotctl and slotkv into bin/
 	@mkdir -p $(BIN)
 	@for c in $(CMDS); do $(GO) build -o $(BIN)/$$c ./cmd/$$c || exit 1; done
 
-test: ## vet + unit + integration tests (race detector), as CI runs them
+test: ## vet + unit + integration tests (race detector), then a short fuzz run, as CI runs them
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 12m ./...
+	@$(MAKE) --no-print-directory fuzz-short
+
+# Fuzz targets: every `func FuzzX` in a _test.go of this module (bench/ is
+# another module). go test fuzzes one target per run, hence the loop.
+FUZZ_SHORT_TIME ?= 3s
+FUZZTIME ?= 1m
+define run-fuzz
+	@set -e; grep -rl --include='*_test.go' --exclude-dir=bench --exclude-dir=.demo '^func Fuzz' . | sort | while read -r f; do \
+		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$f"); do \
+			echo "fuzz $$(dirname "$$f") $$fn ($(1))"; \
+			$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(1) "$$(dirname "$$f")" >/tmp/slotd-fuzz.$$$$.log 2>&1 || { cat /tmp/slotd-fuzz.$$$$.log; rm -f /tmp/slotd-fuzz.$$$$.log; exit 1; }; \
+			rm -f /tmp/slotd-fuzz.$$$$.log; \
+		done; \
+	done
+endef
+
+fuzz-short: ## every Fuzz* target for $(FUZZ_SHORT_TIME) each (seeds in testdata/fuzz); part of make test
+	$(call run-fuzz,$(FUZZ_SHORT_TIME))
+
+fuzz: ## every Fuzz* target for $(FUZZTIME) each (FUZZTIME=10m for a longer hunt)
+	$(call run-fuzz,$(FUZZTIME))
 
 bench: ## run the Go benchmarks; output is benchstat input
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 30m ./... | tee bench.txt
