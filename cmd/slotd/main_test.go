@@ -306,8 +306,22 @@ func TestTLSFlags(t *testing.T) {
 	if _, err := read.Status(ctx, &slotdv1.StatusRequest{}); err != nil {
 		t.Errorf("read Status: %v", err)
 	}
-	if _, err := read.SetThrottle(ctx, &slotdv1.SetThrottleRequest{BytesPerSecond: 5}); status.Code(err) != codes.PermissionDenied {
-		t.Errorf("read SetThrottle: %v, want PermissionDenied", err)
+	// A read-only client is refused on apply, drain and throttle, and
+	// nothing changes (throttle stays unset until the admin sets it below).
+	for name, call := range map[string]func() error{
+		"Apply":     func() error { _, err := read.Apply(ctx, &slotdv1.ApplyRequest{PlanId: "p"}); return err },
+		"DrainNode": func() error { _, err := read.DrainNode(ctx, &slotdv1.DrainNodeRequest{NodeId: "a"}); return err },
+		"SetThrottle": func() error {
+			_, err := read.SetThrottle(ctx, &slotdv1.SetThrottleRequest{BytesPerSecond: 5})
+			return err
+		},
+	} {
+		if err := call(); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("read %s: %v, want PermissionDenied", name, err)
+		}
+	}
+	if st, err := read.Status(ctx, &slotdv1.StatusRequest{}); err != nil || st.GetThrottle().GetDefaultBytesPerSecond() == 5 {
+		t.Errorf("after refused calls: status %v %v, want the throttle unchanged", st.GetThrottle(), err)
 	}
 	admin := withCert(set.AdminCert, set.AdminKey)
 	resp, err := admin.SetThrottle(ctx, &slotdv1.SetThrottleRequest{BytesPerSecond: 5})
