@@ -94,6 +94,7 @@ func itemRebalance(ctx context.Context, c *config, shm string, w io.Writer) erro
 		return err
 	}
 	logf("item 3: ours: slotctl rebalance --yes (load %s)", loadavg())
+	mBefore, _ := oc.metrics()
 	ourTook, _, err := timed(ctx, filepath.Join(c.bin, "slotctl"), "--endpoints", oc.slotdAddr, "rebalance", "--yes", "--reason", "bench")
 	if err != nil {
 		return err
@@ -115,6 +116,11 @@ func itemRebalance(ctx context.Context, c *config, shm string, w io.Writer) erro
 		return err
 	}
 	logf("item 3: ours rebalance: %v, %d slots to n4", ourTook, ourMoved)
+	mAfter, _ := oc.metrics()
+	cut50, nCut := histQuantile(mBefore, mAfter, "slotd_mover_cutover_pause_seconds", 0.5)
+	cut99, _ := histQuantile(mBefore, mAfter, "slotd_mover_cutover_pause_seconds", 0.99)
+	mv50, _ := histQuantile(mBefore, mAfter, "slotd_mover_move_duration_seconds", 0.5)
+	mv99, _ := histQuantile(mBefore, mAfter, "slotd_mover_move_duration_seconds", 0.99)
 	oc.close()
 	ps.stopAll()
 
@@ -136,6 +142,11 @@ func itemRebalance(ctx context.Context, c *config, shm string, w io.Writer) erro
 		{"empty-slot move end to end (per-slot control overhead), p50 / p99", fmtDur(quantile(empty, 0.5)) + " / " + fmtDur(quantile(empty, 0.99)), "-", "-",
 			"Admin.Move (`slotctl move SLOT --to ID`) until the SDK map shows it; `cd bench && go run ./cmd/cluster -items 3`"},
 	}
+	rows = append(rows,
+		row{fmt.Sprintf("one move inside the rebalance, begin -> commit, p50 / p99 (%d moves)", nCut), fmt.Sprintf("≤ %s / ≤ %s", fmtDur(time.Duration(mv50*1e9)), fmtDur(time.Duration(mv99*1e9))), "-", "-",
+			"`slotd_mover_move_duration_seconds` on slotd's /metrics (histogram bucket bounds)"},
+		row{fmt.Sprintf("cutover write pause inside the rebalance, p50 / p99 (%d moves)", nCut), fmt.Sprintf("≤ %s / ≤ %s", fmtDur(time.Duration(cut50*1e9)), fmtDur(time.Duration(cut99*1e9))), "-", "-",
+			"`slotd_mover_cutover_pause_seconds` on slotd's /metrics (histogram bucket bounds)"})
 	printTable(w, rows)
 	return nil
 }

@@ -16,7 +16,7 @@ func itemThrottle(ctx context.Context, oc *ourCluster, s slots.Slot) ([]row, err
 	for _, tc := range []struct {
 		rate  uint64
 		moves int
-	}{{5_000_000, 1}, {20_000_000, 4}} {
+	}{{5_000_000, 2}, {20_000_000, 6}} {
 		logf("item 5: throttle %d MB/s (load %s)", tc.rate/1e6, loadavg())
 		if err := oc.throttle(ctx, tc.rate); err != nil {
 			return nil, err
