@@ -488,7 +488,8 @@ func (c *Control) Rollback(ctx context.Context, id, operator, reason string) (*P
 		if owner := snap.Owner(slots.MustNew(m.Slot)); owner != m.To {
 			return nil, fmt.Errorf("rollback: %w: slot %d is now owned by %s, not %s as plan %s left it; roll back the later change first", ErrPrecondition, m.Slot, owner, m.To, id)
 		}
-		if n, ok := snap.Node(m.From); !ok || n.State != directory.NodeActive {
+		// A node the plan drained is undrained below, so it counts as active.
+		if n, ok := snap.Node(m.From); !ok || (n.State != directory.NodeActive && !(n.State == directory.NodeDraining && slices.Contains(old.Edits.Drain, m.From))) {
 			return nil, fmt.Errorf("rollback: %w: slot %d would go back to %s, which is not an active node", ErrPrecondition, m.Slot, m.From)
 		}
 		p.Moves = append(p.Moves, PlannedMove{Slot: m.Slot, From: m.To, To: m.From, Bytes: m.Bytes,

@@ -514,3 +514,30 @@ func TestStalePlanRefused(t *testing.T) {
 		t.Fatalf("apply of a stale plan: %v", err)
 	}
 }
+
+// TestRollbackOfDrain rolls back a plan that drained a node: the node is
+// active again and gets its slots back.
+func TestRollbackOfDrain(t *testing.T) {
+	c := newCluster(t, 3)
+	c.startExecutor("a")
+	before, _ := c.dir.Snapshot(c.ctx)
+	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Drain: []string{"n3"}}, MaxMoves: 6, Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPlan(p.ID, StateDone)
+	if _, err := c.ctl.Rollback(c.ctx, p.ID, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPlan("rb-"+p.ID, StateDone)
+	after, _ := c.dir.Snapshot(c.ctx)
+	if n, _ := after.Node("n3"); n.State != directory.NodeActive {
+		t.Fatalf("n3 is %s after the rollback of its drain", n.State)
+	}
+	if after.Counts()["n3"] != before.Counts()["n3"] {
+		t.Fatalf("n3 owns %d slots, had %d", after.Counts()["n3"], before.Counts()["n3"])
+	}
+}
