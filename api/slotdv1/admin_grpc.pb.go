@@ -94,8 +94,10 @@ type AdminClient interface {
 	// Cancel ends a plan: the move in flight is aborted, the rest never run.
 	// Committed moves stay; use Rollback to undo them.
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
-	// Rollback aborts the move in flight and creates and applies a plan that
-	// reverses the plan's committed moves, newest first.
+	// Rollback creates and applies a plan that reverses the plan's committed
+	// moves, newest first, and lifts the drains and weights it set. The plan
+	// must have stopped (done, cancelled or failed): cancel a running plan
+	// first (FAILED_PRECONDITION otherwise).
 	Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error)
 	// Move moves one slot: a plan of one move, applied at once.
 	Move(ctx context.Context, in *MoveRequest, opts ...grpc.CallOption) (*MoveResponse, error)
@@ -367,8 +369,10 @@ type AdminServer interface {
 	// Cancel ends a plan: the move in flight is aborted, the rest never run.
 	// Committed moves stay; use Rollback to undo them.
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
-	// Rollback aborts the move in flight and creates and applies a plan that
-	// reverses the plan's committed moves, newest first.
+	// Rollback creates and applies a plan that reverses the plan's committed
+	// moves, newest first, and lifts the drains and weights it set. The plan
+	// must have stopped (done, cancelled or failed): cancel a running plan
+	// first (FAILED_PRECONDITION otherwise).
 	Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error)
 	// Move moves one slot: a plan of one move, applied at once.
 	Move(context.Context, *MoveRequest) (*MoveResponse, error)
