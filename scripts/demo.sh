@@ -6,7 +6,14 @@
 # Everything it starts is stopped on exit, unless DEMO_KEEP=1.
 # Tunables: DEMO_KEYS (100000), DEMO_SIZE (100), DEMO_RATE (traffic ops/s, 300),
 # DEMO_THROTTLE (copy rate per donor; slotd's default when empty),
-# DEMO_DISK=1 (keep ./.demo on disk, see below).
+# DEMO_DISK=1 (keep ./.demo on disk, see below),
+# DEMO_TLS=1 (everything over TLS with certificates from `make certs`, see below).
+#
+# DEMO_TLS=1: slotd serves TLS and requires a role (client certificate or
+# token) on every call; its embedded etcd serves TLS and requires client
+# certificates; the slotkv nodes require mutual TLS (slotd's mover dials them
+# with certs/store.pem) and register with slotd with certs/store.pem; slotctl
+# uses certs/admin.pem; the KV clients (load, traffic, check) certs/read.pem.
 #
 # Data lives in ./.demo. The demo's data is throwaway, and every slot move
 # waits for a few etcd fsyncs (phase changes, commit) and a fence fsync on
@@ -72,11 +79,34 @@ wait_for() {
 	done
 }
 
-registered() { "$BIN/slotctl" nodes list -o json | grep -q "\"$1\""; }
+CERTS=$ROOT/certs
+SLOTD_TLS=() NODE_TLS=() CLIENT_TLS=()
+SLOTCTL=("$BIN/slotctl")
+if [[ ${DEMO_TLS:-} == 1 ]]; then
+	SLOTD_TLS=(--tls-cert "$CERTS/server.pem" --tls-key "$CERTS/server-key.pem" --tls-ca "$CERTS/ca.pem"
+		--token-file "$CERTS/tokens.txt"
+		--store-tls-cert "$CERTS/store.pem" --store-tls-key "$CERTS/store-key.pem"
+		--etcd-tls-cert "$CERTS/server.pem" --etcd-tls-key "$CERTS/server-key.pem" --etcd-tls-ca "$CERTS/ca.pem")
+	NODE_TLS=(--tls-cert "$CERTS/server.pem" --tls-key "$CERTS/server-key.pem" --tls-ca "$CERTS/ca.pem"
+		--client-auth require --slotd-tls-cert "$CERTS/store.pem" --slotd-tls-key "$CERTS/store-key.pem")
+	CLIENT_TLS=(--tls-ca "$CERTS/ca.pem" --tls-cert "$CERTS/read.pem" --tls-key "$CERTS/read-key.pem")
+	SLOTCTL+=(--tls-ca="$CERTS/ca.pem" --tls-cert="$CERTS/admin.pem" --tls-key="$CERTS/admin-key.pem")
+fi
+slotctl() { "${SLOTCTL[@]}" "$@"; }
+
+registered() { slotctl nodes list -o json | grep -q "\"$1\""; }
 
 T0=$SECONDS
 say "build"
 make --no-print-directory build
+if [[ ${DEMO_TLS:-} == 1 ]]; then
+	say "certificates (DEMO_TLS=1)"
+	make --no-print-directory certs
+	# The KV clients must present certs/read.pem to the nodes.
+	if ! "$BIN/slotkv" load --help 2>&1 | grep -q -- '--tls-ca'; then
+		die "DEMO_TLS=1: 'slotkv load/traffic/check' take no TLS flags yet (--tls-ca, --tls-cert, --tls-key in cmd/slotkv/client.go); the nodes would refuse them"
+	fi
+fi
 rm -rf "$DIR"
 if [[ -z ${DEMO_DIR:-} && -z ${DEMO_DISK:-} && -d /dev/shm && -w /dev/shm ]]; then
 	SHM=/dev/shm/slotd-demo-$UID
@@ -89,18 +119,18 @@ else
 	echo "data in $DIR"
 fi
 
-say "start slotd (embedded etcd) on $SLOTD"
-"$BIN/slotd" --data-dir "$DIR/slotd" --listen "$SLOTD" --http 127.0.0.1:7401 >"$DIR/slotd.log" 2>&1 &
+say "start slotd (embedded etcd) on $SLOTD${DEMO_TLS:+ (TLS)}"
+"$BIN/slotd" --data-dir "$DIR/slotd" --listen "$SLOTD" --http 127.0.0.1:7401 "${SLOTD_TLS[@]}" >"$DIR/slotd.log" 2>&1 &
 PIDS+=($!)
-wait_for "slotd" 60 "$BIN/slotctl" status
+wait_for "slotd" 60 slotctl status
 if [[ -n ${DEMO_THROTTLE:-} ]]; then
-	"$BIN/slotctl" throttle "$DEMO_THROTTLE"
+	slotctl throttle "$DEMO_THROTTLE"
 fi
 
 start_node() {
 	local id=$1 n=${1#n}
 	"$BIN/slotkv" --id "$id" --listen "127.0.0.1:750$n" --http "127.0.0.1:751$n" \
-		--data-dir "$DIR/$id" --slotd "$SLOTD" --fsync=false >"$DIR/$id.log" 2>&1 &
+		--data-dir "$DIR/$id" --slotd "$SLOTD" --fsync=false "${NODE_TLS[@]}" >"$DIR/$id.log" 2>&1 &
 	PIDS+=($!)
 	wait_for "node $id" 30 registered "$id"
 	echo "$id serving on 127.0.0.1:750$n"
@@ -108,14 +138,14 @@ start_node() {
 
 say "start three slotkv nodes and bootstrap the directory"
 for id in n1 n2 n3; do start_node "$id"; done
-"$BIN/slotctl" init --node n1=127.0.0.1:7501 --node n2=127.0.0.1:7502 --node n3=127.0.0.1:7503
-"$BIN/slotctl" status
+slotctl init --node n1=127.0.0.1:7501 --node n2=127.0.0.1:7502 --node n3=127.0.0.1:7503
+slotctl status
 
 say "load $KEYS keys of $SIZE bytes through the SDK"
-"$BIN/slotkv" load --keys "$KEYS" --size "$SIZE" --concurrency 16
+"$BIN/slotkv" load --keys "$KEYS" --size "$SIZE" --concurrency 16 "${CLIENT_TLS[@]}"
 
 say "start background traffic ($RATE ops/s: verified reads of loaded keys, writes)"
-"$BIN/slotkv" traffic --keys "$KEYS" --size "$SIZE" --rate "$RATE" >"$DIR/traffic.out" 2>"$DIR/traffic.log" &
+"$BIN/slotkv" traffic --keys "$KEYS" --size "$SIZE" --rate "$RATE" "${CLIENT_TLS[@]}" >"$DIR/traffic.out" 2>"$DIR/traffic.log" &
 TRAFFIC=$!
 PIDS+=($TRAFFIC)
 
@@ -123,13 +153,13 @@ say "add a fourth node"
 start_node n4
 
 say "plan: preview the rebalance"
-"$BIN/slotctl" plan --reason "demo: fill n4" | tee "$DIR/plan.txt"
+slotctl plan --reason "demo: fill n4" | tee "$DIR/plan.txt"
 PLAN=$(awk '/^plan /{print $2; exit}' "$DIR/plan.txt")
 [[ -n $PLAN ]] || die "no plan id in slotctl plan's output"
 
 say "apply $PLAN"
 A0=$SECONDS
-"$BIN/slotctl" apply "$PLAN" --wait | tee "$DIR/apply.txt"
+slotctl apply "$PLAN" --wait | tee "$DIR/apply.txt"
 APPLY=$((SECONDS - A0))
 
 say "stop the traffic; it reads back every write it made"
@@ -139,10 +169,10 @@ wait "$TRAFFIC" || TRAFFIC_OK=$?
 
 say "check every loaded key"
 CHECK_OK=0
-"$BIN/slotkv" check --keys "$KEYS" --size "$SIZE" --concurrency 16 | tee "$DIR/check.txt" || CHECK_OK=$?
+"$BIN/slotkv" check --keys "$KEYS" --size "$SIZE" --concurrency 16 "${CLIENT_TLS[@]}" | tee "$DIR/check.txt" || CHECK_OK=$?
 
 say "summary"
-"$BIN/slotctl" status
+slotctl status
 echo
 echo "rebalance: $(grep -E '^plan .* done' "$DIR/apply.txt" | tail -1) (apply --wait took ${APPLY}s)"
 echo "clients:   $(head -1 "$DIR/traffic.out")"
