@@ -19,6 +19,10 @@
 // a busy 2-core machine): fsync on 1.6k-2.9k puts/s with p99 5-25 ms, fsync
 // off 6k-13k puts/s with p99 2.6-7 ms.
 //
+// Authorization: Policy says which role each gRPC method needs when the
+// server runs package auth's interceptors (cmd/slotkv with --tls-ca or
+// --token-file): the Store migration protocol needs store, the KV API read.
+//
 // Usage:
 //
 //	m := new(node.StaticMap)
