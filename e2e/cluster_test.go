@@ -332,20 +332,34 @@ func (c *cluster) waitPlan(id string, timeout time.Duration) *slotdv1.Plan {
 func (c *cluster) waitPhase(id string, minBytes uint64, phases ...slotdv1.MovePhase) *slotdv1.PlannedMove {
 	c.t.Helper()
 	var m *slotdv1.PlannedMove
-	c.h.Eventually(60*time.Second, fmt.Sprintf("a move of %s in %v", id, phases), func() error {
-		st, err := slotdv1.NewAdminClient(c.anyConn()).Status(c.ctx(), &slotdv1.StatusRequest{})
-		if err != nil {
-			return err
+	// Catch-up and fence can last well under Eventually's 50ms period, so
+	// this polls on its own, every few milliseconds (bounded).
+	deadline := time.Now().Add(90 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		if last = c.inPhase(id, minBytes, phases, &m); last == nil {
+			return m
 		}
-		for _, f := range st.GetInFlight() {
-			if f.GetPlanId() == id && slices.Contains(phases, f.GetPhase()) && f.GetBytesCopied() >= minBytes {
-				m = f
-				return nil
-			}
+		time.Sleep(3 * time.Millisecond)
+	}
+	c.t.Fatalf("a move of %s in %v not reached within 90s: %v", id, phases, last)
+	return nil
+}
+
+func (c *cluster) inPhase(id string, minBytes uint64, phases []slotdv1.MovePhase, m **slotdv1.PlannedMove) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := slotdv1.NewAdminClient(c.anyConn()).Status(ctx, &slotdv1.StatusRequest{})
+	if err != nil {
+		return err
+	}
+	for _, f := range st.GetInFlight() {
+		if f.GetPlanId() == id && slices.Contains(phases, f.GetPhase()) && f.GetBytesCopied() >= minBytes {
+			*m = f
+			return nil
 		}
-		return fmt.Errorf("in flight: %v", st.GetInFlight())
-	})
-	return m
+	}
+	return fmt.Errorf("in flight: %v", st.GetInFlight())
 }
 
 // rollback rolls plan id back and returns the reverse plan's id.
