@@ -39,10 +39,10 @@ define run-fuzz
 	done
 endef
 
-fuzz-short: ## every Fuzz* target for $(FUZZ_SHORT_TIME) each (seeds in testdata/fuzz); part of make test
+fuzz-short: ## every Fuzz* target for 3s each (FUZZ_SHORT_TIME), seeds from testdata/fuzz; the end of make test
 	$(call run-fuzz,$(FUZZ_SHORT_TIME))
 
-fuzz: ## every Fuzz* target for $(FUZZTIME) each (FUZZTIME=10m for a longer hunt)
+fuzz: ## every Fuzz* target for 1m each (FUZZTIME=10m for a longer hunt)
 	$(call run-fuzz,$(FUZZTIME))
 
 bench: ## run the Go benchmarks; output is benchstat input
