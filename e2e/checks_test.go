@@ -42,6 +42,8 @@ type scenario struct {
 	// linearizable, acknowledged writes must survive).
 	clientErrorsOK bool
 
+	finished bool // finish ran (else the row says the test failed early)
+
 	stopPoll context.CancelFunc
 	pollDone chan struct{}
 	pollMu   sync.Mutex // guards lastVer and backwards
@@ -76,6 +78,11 @@ func begin(c *cluster, name string, loads []loaded, wcfg workload.Config) *scena
 	s.w, s.stopW, s.wDone = w, stopW, make(chan error, 1)
 	go func() { s.wDone <- w.Run(wctx) }()
 	c.t.Cleanup(s.stopWorkload)
+	c.t.Cleanup(func() {
+		if !s.finished {
+			addResult(result{scenario: s.name, linearizable: "not checked: failed before its checks", elapsed: time.Since(s.start)})
+		}
+	})
 	return s
 }
 
@@ -128,6 +135,7 @@ func (s *scenario) poll(ctx context.Context) {
 func (s *scenario) finish() {
 	c, t := s.c, s.c.t
 	t.Helper()
+	s.finished = true
 	s.stopWorkload()
 	var h workload.History
 	c.h.Eventually(30*time.Second, "final reads of the workload's keys", func() error {
