@@ -280,7 +280,7 @@ func BenchmarkRebalance3to4(b *testing.B) {
 		for i := 0; i < 100_000; i += 200 {
 			keys = append(keys, fmt.Appendf(nil, "user:%d", i))
 		}
-		w := startWriter(c, keys)
+		w := startWriterAt(c, keys, 500)
 		start := time.Now()
 		if _, err := c.ctl.Apply(c.ctx, p.ID, "bench"); err != nil {
 			b.Fatal(err)

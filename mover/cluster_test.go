@@ -203,13 +203,15 @@ func (c *cluster) startExecutor(name string) (e *Executor, stop func()) {
 	return e, stop
 }
 
-// owner returns the current owner node of key's slot.
+// owner returns the owner node of key's slot in the watched map, as a
+// client's map cache would (reading etcd per request would load it more
+// than the mover does).
 func (c *cluster) owner(key []byte) *kvNode {
-	snap, err := c.dir.Snapshot(c.ctx)
-	if err != nil {
-		c.t.Fatal(err)
+	o, ok := c.m.Owner(slots.ForKey(key))
+	if !ok {
+		return nil
 	}
-	return c.nodes[snap.Owner(slots.ForKey(key))]
+	return c.nodes[o.ID]
 }
 
 // put writes key=value on its owner, following MOVED and retrying a fence,

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/slots"
@@ -45,8 +47,14 @@ type writer struct {
 	err   error
 }
 
-func startWriter(c *cluster, keys [][]byte) *writer {
+func startWriter(c *cluster, keys [][]byte) *writer { return startWriterAt(c, keys, rate.Inf) }
+
+// startWriterAt is startWriter bounded to perSec writes a second, for long
+// runs where an unbounded writer would starve the two cores it shares with
+// the cluster.
+func startWriterAt(c *cluster, keys [][]byte, perSec rate.Limit) *writer {
 	w := &writer{acked: map[string][]byte{}, stop: make(chan struct{})}
+	lim := rate.NewLimiter(perSec, 1)
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
@@ -56,6 +64,10 @@ func startWriter(c *cluster, keys [][]byte) *writer {
 				case <-w.stop:
 					return
 				default:
+				}
+				if err := lim.Wait(c.ctx); err != nil {
+					w.err = err
+					return
 				}
 				v := fmt.Appendf(nil, "v%06d-%s", round, k)
 				if err := c.put(c.ctx, k, v); err != nil {
