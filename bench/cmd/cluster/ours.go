@@ -197,6 +197,9 @@ func (c *ourCluster) put(ctx context.Context, n, size, conc int, key func(i int)
 // move moves slot to `to` and returns the time from the Move call until
 // the SDK's map shows the new owner; then waits for the plan to end.
 func (c *ourCluster) move(ctx context.Context, s slots.Slot, to string) (time.Duration, error) {
+	if err := c.waitDropped(ctx, s, to); err != nil {
+		return 0, err
+	}
 	ch, cancel := c.sdk.Subscribe()
 	defer cancel()
 	start := time.Now()
@@ -230,10 +233,45 @@ func (c *ourCluster) waitPlan(ctx context.Context, id string) error {
 		case slotdv1.PlanState_PLAN_STATE_DONE:
 			return nil
 		case slotdv1.PlanState_PLAN_STATE_FAILED, slotdv1.PlanState_PLAN_STATE_CANCELLED:
-			return fmt.Errorf("plan %s %s: %s", id, st, r.GetPlan().GetError())
+			return stopPolling{fmt.Errorf("plan %s %s: %s", id, st, r.GetPlan().GetError())}
+		case slotdv1.PlanState_PLAN_STATE_PAUSED:
+			if e := r.GetPlan().GetError(); e != "" {
+				return stopPolling{fmt.Errorf("plan %s paused: %s", id, e)}
+			}
+			return fmt.Errorf("plan %s %s", id, st)
 		default:
 			return fmt.Errorf("plan %s %s", id, st)
 		}
+	})
+}
+
+// waitDropped waits until node `to` holds nothing of slot s: a node that
+// gave the slot away drops its old copy in the background and refuses to
+// import the slot again until that ends (the mover's retries of a move are
+// shorter than dropping 100,000 keys), so a move back is only timed once
+// the target is clean.
+func (c *ourCluster) waitDropped(ctx context.Context, s slots.Slot, to string) error {
+	nd := c.nodes[to]
+	if nd == nil {
+		return fmt.Errorf("no node %s", to)
+	}
+	conn, err := grpc.NewClient(nd.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	st := slotdv1.NewStoreClient(conn)
+	return poll(ctx, 2*time.Minute, 20*time.Millisecond, fmt.Sprintf("slot %d dropped on %s", s.Int(), to), func() error {
+		r, err := st.SlotStats(ctx, &slotdv1.SlotStatsRequest{Slots: []uint32{uint32(s.Int())}})
+		if err != nil {
+			return err
+		}
+		for _, x := range r.GetSlots() {
+			if x.GetKeys() > 0 {
+				return fmt.Errorf("%d keys left", x.GetKeys())
+			}
+		}
+		return nil
 	})
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -125,6 +126,10 @@ func poll(ctx context.Context, d, interval time.Duration, what string, f func() 
 		if err == nil {
 			return nil
 		}
+		var stop stopPolling
+		if errors.As(err, &stop) {
+			return stop.error
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: not ready after %v: %w", what, d, err)
 		}
@@ -135,3 +140,6 @@ func poll(ctx context.Context, d, interval time.Duration, what string, f func() 
 		}
 	}
 }
+
+// stopPolling ends a poll at once with its error.
+type stopPolling struct{ error }
