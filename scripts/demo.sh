@@ -17,7 +17,8 @@
 #
 # Data lives in ./.demo. The demo's data is throwaway, and every slot move
 # waits for a few etcd fsyncs (phase changes, commit) and a fence fsync on
-# the node: on this machine's disk 4,096 moves take ~135 s, on tmpfs ~70 s.
+# the node: on the 2-core dev machine 4,096 moves took 86 s on its disk and
+# 55 s on tmpfs (same load; 90 s for the whole demo on tmpfs).
 # So when /dev/shm exists, ./.demo is a symlink to a directory there, unless
 # DEMO_DISK=1.
 set -euo pipefail
