@@ -156,12 +156,15 @@ func (s *scenario) finish() {
 
 	// 1. Every acknowledged write is readable with its latest value.
 	lost := h.LostWrites()
-	for _, l := range s.loads {
-		lost = append(lost, s.checkLoaded(l)...)
-	}
 	row.lost = len(lost)
 	if len(lost) > 0 {
 		t.Errorf("lost writes: %d, first: %v", len(lost), lost[:min(5, len(lost))])
+	}
+	for _, l := range s.loads {
+		if n, examples := s.checkLoaded(l); n > 0 {
+			row.lost += n
+			t.Errorf("slotkv check --prefix %s: %d keys missing, wrong or unreadable: %v", l.prefix, n, examples)
+		}
 	}
 	if st.Errors > 0 && !s.clientErrorsOK {
 		t.Errorf("client errors: %d, first: %v", st.Errors, h.FirstErrors(5))
@@ -200,8 +203,9 @@ func artifact(name string) string {
 	return filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(name))
 }
 
-// checkLoaded runs `slotkv check` and returns its bad keys.
-func (s *scenario) checkLoaded(l loaded) []string {
+// checkLoaded runs `slotkv check` and returns how many keys were missing,
+// wrong or unreadable, with the first few.
+func (s *scenario) checkLoaded(l loaded) (int, []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out, errOut, code := s.c.h.Run(ctx, "slotkv", nil, "check", "--slotd", strings.Join(s.c.slotdEP, ","), "--prefix", l.prefix,
@@ -211,16 +215,12 @@ func (s *scenario) checkLoaded(l loaded) []string {
 		Examples    []string
 	}
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
-		return []string{fmt.Sprintf("slotkv check %s: exit %d: %s%s", l.prefix, code, out, errOut)}
+		return l.keys, []string{fmt.Sprintf("no summary: exit %d: %s%s", code, out, errOut)}
 	}
-	if code != 0 || sum.Bad > 0 || sum.Errors > 0 {
-		var bad []string
-		for i := 0; i < sum.Bad+sum.Errors; i++ {
-			bad = append(bad, fmt.Sprintf("%s: %v", l.prefix, sum.Examples))
-		}
-		return bad
+	if n := sum.Bad + sum.Errors; n > 0 || code != 0 {
+		return max(n, 1), append(sum.Examples, errOut)
 	}
-	return nil
+	return 0, nil
 }
 
 // checkMap reads the final map from every running slotd: they agree, every

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -87,6 +88,9 @@ func bigSlot(tag string) (uint32, loaded) {
 	return uint32(slots.ForString("{" + tag + "}").Int()), loaded{"{" + tag + "}", 1500, 1000}
 }
 
+// badRE finds the "bad" count in slotkv traffic -o json's summary.
+var badRE = regexp.MustCompile(`"bad": (\d+)`)
+
 // faultCase is one of scenarios 3 to 6: the big slot is moved under a
 // slow throttle while the workload hits it, and fault runs once the move
 // reaches one of phases.
@@ -132,12 +136,12 @@ func faultMove(t *testing.T, fc faultCase) {
 			case <-time.After(2 * time.Minute):
 				t.Error("the writer did not stop")
 			}
-			out := w.Output()
-			if strings.Contains(out, `"bad": 0`) {
-				return
-			}
-			if !fc.errorsOK || !strings.Contains(out, `"bad"`) {
-				t.Errorf("writer into slot %d: lost writes or wrong reads:\n%s", slot, out)
+			// Its calls may fail while a node is away (unknown outcomes are
+			// not held against it), but nothing it had acknowledged may be
+			// missing and no read may be wrong.
+			m := badRE.FindStringSubmatch(w.Output())
+			if m == nil || m[1] != "0" {
+				t.Errorf("writer into slot %d: lost writes or wrong reads, or no summary:\n%s", slot, w.Output())
 			}
 		}()
 	}

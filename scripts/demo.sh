@@ -51,17 +51,17 @@ stop_all() {
 	local code=$?
 	if [[ ${DEMO_KEEP:-} == 1 && $code == 0 ]]; then
 		say "still running (DEMO_KEEP=1)"
-		echo "pids: ${PIDS[*]}   logs: $DIR/*.log"
-		echo "try:  bin/slotctl status; bin/slotctl map; bin/slotkv get key:42"
-		echo "stop: kill ${PIDS[*]}"
+		echo "pids: $(echo ${PIDS[*]})   logs: $DIR/*.log"
+		echo "try:  bin/slotctl status; bin/slotctl map; bin/slotkv put k v; bin/slotkv get k"
+		echo "stop: kill $(echo ${PIDS[*]}); rm -rf .demo"
 		return
 	fi
 	# Reverse order: clients, then nodes, then slotd (and its etcd).
 	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-		kill "${PIDS[i]}" 2>/dev/null || true
+		[[ -n ${PIDS[i]} ]] && kill "${PIDS[i]}" 2>/dev/null || true
 	done
 	for pid in "${PIDS[@]}"; do
-		wait "$pid" 2>/dev/null || true
+		[[ -n $pid ]] && wait "$pid" 2>/dev/null || true
 	done
 	if [[ $code != 0 ]]; then
 		echo "demo failed (exit $code); logs in $DIR" >&2
@@ -167,6 +167,7 @@ say "stop the traffic; it reads back every write it made"
 kill -TERM "$TRAFFIC"
 TRAFFIC_OK=0
 wait "$TRAFFIC" || TRAFFIC_OK=$?
+PIDS=("${PIDS[@]/$TRAFFIC/}")
 
 say "check every loaded key"
 CHECK_OK=0
