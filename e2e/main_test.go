@@ -1,13 +1,3 @@
-// Package e2e runs slotd's real binaries as separate processes: a
-// three-member etcd cluster (`slotd etcd`), slotd replicas, slotkv nodes and
-// the slotkv client commands, under load from an in-process SDK workload,
-// with faults injected by signals. After every scenario it checks the
-// guarantees of DESIGN.md: no acknowledged write lost, one owner per slot,
-// versions only grow, no node serving a slot it does not own, and a
-// linearizable history (porcupine).
-//
-// `go test ./e2e` (and `make test`) runs the short scenarios; E2E_FULL=1
-// runs all of them (`make e2e`), printing a summary table at the end.
 package e2e
 
 import (
