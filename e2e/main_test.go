@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -60,6 +61,8 @@ func printResults() {
 	if len(results) == 0 {
 		return
 	}
+	// Scenario names start with their number: print them in that order.
+	sort.SliceStable(results, func(i, j int) bool { return results[i].scenario < results[j].scenario })
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%-34s %10s %13s %11s %13s %8s\n", "scenario", "operations", "client errors", "lost writes", "linearizable", "time")
 	for _, r := range results {

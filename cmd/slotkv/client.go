@@ -38,6 +38,16 @@ func (o *clientOptions) bind(cmd *cobra.Command) {
 	f.StringVarP(&o.output, "output", "o", "text", "summary format: text or json")
 }
 
+// usageArgs marks an argument-count error as a usage error (exit 2).
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
 // connect returns a KV client routed by the SDK, after the first map arrived.
 func (o *clientOptions) connect(ctx context.Context) (*kvclient.Client, func(), error) {
 	if o.output != "text" && o.output != "json" {
@@ -91,7 +101,7 @@ func newPutCmd(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "put KEY VALUE",
 		Short: "store one value through the SDK and print the key's new version",
-		Args:  cobra.ExactArgs(2),
+		Args:  usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kv, closeKV, err := o.connect(cmd.Context())
 			if err != nil {
@@ -116,7 +126,7 @@ func newGetCmd(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get KEY",
 		Short: "print one key's value through the SDK (exit 1 if it does not exist)",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kv, closeKV, err := o.connect(cmd.Context())
 			if err != nil {
