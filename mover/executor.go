@@ -15,6 +15,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/directory"
@@ -899,6 +901,12 @@ func (e *Executor) runCleanup(ctx context.Context, c cleanup) error {
 	s := uint32(c.slot.Int())
 	if c.drop {
 		_, err = cl.DropSlot(cctx, &slotdv1.DropSlotRequest{Slot: s, Version: c.version, MoveId: c.moveID})
+		if status.Code(err) == codes.FailedPrecondition {
+			// The node owns the slot again, or a newer move is importing it
+			// (and cleared the old copy when it began): nothing to drop.
+			e.lg.Info("drop no longer needed", "node", c.addr, "slot", c.slot.Int(), "move", c.moveID, "reason", err)
+			err = nil
+		}
 	} else {
 		_, err = cl.EndCapture(cctx, &slotdv1.EndCaptureRequest{Slot: s, MoveId: c.moveID})
 		if isGone(err) {

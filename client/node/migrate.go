@@ -393,6 +393,20 @@ func (n *Node) checkImport(s slots.Slot, keys func(yield func([]byte) bool)) err
 	return nil
 }
 
+// clearSlot deletes every key of slot s from the store, unthrottled: it
+// runs only for stale data, under the slot's lock, before an import.
+func (n *Node) clearSlot(ctx context.Context, s slots.Slot) error {
+	for {
+		done, err := n.store.DeleteSlot(ctx, s, 10_000)
+		if err != nil {
+			return fmt.Errorf("node: clear stale data of slot %d before import: %w", s.Int(), err)
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
 // ImportSnapshot applies a snapshot batch on the target of a move. A batch
 // whose BatchSeq was already applied is skipped (duplicate true); a gap, or
 // a snapshot batch after changes were applied, is ErrImportOrder. It refuses
@@ -411,6 +425,9 @@ func (n *Node) ImportSnapshot(ctx context.Context, s slots.Slot, moveID string, 
 	mu := &n.slotMu[s.Int()]
 	mu.Lock()
 	defer mu.Unlock()
+	if n.Dropping(s) { // re-checked under the lock Drop decides under
+		return ImportState{MoveID: moveID}, false, fmt.Errorf("%w: slot %d", ErrDropping, s.Int())
+	}
 	cur := n.importState(s, moveID)
 	switch {
 	case b.BatchSeq <= cur.LastBatchSeq:
@@ -419,6 +436,16 @@ func (n *Node) ImportSnapshot(ctx context.Context, s slots.Slot, moveID string, 
 		return *cur, false, fmt.Errorf("%w: snapshot batch %d of slot %d after changes up to %d", ErrImportOrder, b.BatchSeq, s.Int(), cur.LastChangeSeq)
 	case b.BatchSeq != cur.LastBatchSeq+1:
 		return *cur, false, fmt.Errorf("%w: snapshot batch %d of slot %d, expected %d", ErrImportOrder, b.BatchSeq, s.Int(), cur.LastBatchSeq+1)
+	}
+	// The first batch of a move: whatever this node still holds of the slot
+	// (it does not own it, as checkImport made sure) is a copy it handed off
+	// and has not dropped yet, or a partial copy of an aborted move. Keeping
+	// it would bring back keys deleted since; dropping it later would delete
+	// what this import brings. So it goes now, before the first key lands.
+	if cur.LastBatchSeq == 0 {
+		if err := n.clearSlot(ctx, s); err != nil {
+			return *cur, false, err
+		}
 	}
 	// A fence left from when this node handed the slot off is stale now
 	// that the slot comes back: lift it, so the node takes writes once the
@@ -588,7 +615,7 @@ func (n *Node) Checksum(ctx context.Context, s slots.Slot) (Checksum, error) {
 // committed the slot away from this node: Drop returns ErrMapBehind until the
 // node's map has reached it. Drop refuses a slot this node owns (ErrOwned).
 // started is false when a drop of the slot was already running.
-func (n *Node) Drop(ctx context.Context, s slots.Slot, version uint64, bytesPerSec int64) (started bool, err error) {
+func (n *Node) Drop(ctx context.Context, s slots.Slot, version uint64, bytesPerSec int64, moveID string) (started bool, err error) {
 	o, ok := n.cfg.Map.Owner(s)
 	switch {
 	case !ok:
@@ -601,9 +628,24 @@ func (n *Node) Drop(ctx context.Context, s slots.Slot, version uint64, bytesPerS
 	if bytesPerSec <= 0 {
 		bytesPerSec = n.cfg.DropBytesPerSecond
 	}
+	// Decided under the slot's lock, which imports hold too: either the
+	// drop registers first (an import then gets ErrDropping and retries),
+	// or an import of a newer move has begun, and then a drop asked for by
+	// an earlier move would delete the new copy. That import cleared the
+	// old copy already, so the drop is moot.
+	smu := &n.slotMu[s.Int()]
+	smu.Lock()
+	n.impMu.Lock()
+	imp := n.imports[s]
+	n.impMu.Unlock()
+	if imp != nil && moveID != "" && imp.MoveID != moveID {
+		smu.Unlock()
+		return false, fmt.Errorf("%w: slot %d is being imported for move %s; the copy of move %s was cleared when that import began", ErrMoveMismatch, s.Int(), imp.MoveID, moveID)
+	}
 	n.dropMu.Lock()
 	if _, running := n.dropping[s]; running {
 		n.dropMu.Unlock()
+		smu.Unlock()
 		return false, nil
 	}
 	n.dropping[s] = bytesPerSec
@@ -612,9 +654,11 @@ func (n *Node) Drop(ctx context.Context, s slots.Slot, version uint64, bytesPerS
 	if err := saveDrops(n.cfg.StateDir, n.dropping); err != nil {
 		delete(n.dropping, s)
 		n.dropMu.Unlock()
+		smu.Unlock()
 		return false, err
 	}
 	n.dropMu.Unlock()
+	smu.Unlock()
 	if err := n.EndCapture(ctx, s, ""); err != nil {
 		return false, err
 	}

@@ -429,17 +429,17 @@ func TestDropResumesAfterRestart(t *testing.T) {
 	if _, err := n.Fence(ctx, gone, "mv", 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Drop(ctx, gone, 0, 0); !errors.Is(err, ErrOwned) {
+	if _, err := n.Drop(ctx, gone, 0, 0, ""); !errors.Is(err, ErrOwned) {
 		t.Fatalf("drop of an owned slot: %v, want ErrOwned", err)
 	}
 	m.Set("b", "127.0.0.1:2", gone)
-	if _, err := n.Drop(ctx, gone, m.Version()+1, 0); !errors.Is(err, ErrMapBehind) {
+	if _, err := n.Drop(ctx, gone, m.Version()+1, 0, ""); !errors.Is(err, ErrMapBehind) {
 		t.Fatalf("drop ahead of the map: %v, want ErrMapBehind", err)
 	}
-	if started, err := n.Drop(ctx, gone, m.Version(), 1000); err != nil || !started {
+	if started, err := n.Drop(ctx, gone, m.Version(), 1000, ""); err != nil || !started {
 		t.Fatalf("drop: %v %v", started, err)
 	}
-	if started, err := n.Drop(ctx, gone, m.Version(), 1000); err != nil || started {
+	if started, err := n.Drop(ctx, gone, m.Version(), 1000, ""); err != nil || started {
 		t.Fatalf("second drop: started %v, err %v; want a no-op", started, err)
 	}
 	n.Close() // before Run ever deleted anything

@@ -253,7 +253,7 @@ func (x *storeServer) DropSlot(ctx context.Context, req *slotdv1.DropSlotRequest
 	if err != nil {
 		return nil, StatusError(err)
 	}
-	started, err := x.n.Drop(ctx, s, req.GetVersion(), int64(req.GetRateBytesPerSecond()))
+	started, err := x.n.Drop(ctx, s, req.GetVersion(), int64(req.GetRateBytesPerSecond()), req.GetMoveId())
 	if err != nil {
 		return nil, StatusError(err)
 	}

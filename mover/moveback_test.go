@@ -1,0 +1,101 @@
+package mover
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	slotdv1 "github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/slotkv/kvpb"
+	"github.com/slotd/slotd/slots"
+)
+
+// TestMoveBackBeforeDrop moves a slot away and straight back before the
+// first source dropped its copy (as a rollback right after a plan does):
+// the returning import clears the stale copy, so a key deleted meanwhile
+// stays deleted, and the late drop of the first move is refused instead of
+// deleting the new copy.
+func TestMoveBackBeforeDrop(t *testing.T) {
+	c := newCluster(t, 2)
+	e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.throttle.Store(0)
+	snap, _ := c.dir.Snapshot(c.ctx)
+	var slot slots.Slot
+	mine := snap.SlotsOf("n1")
+	for s := range mine.All() {
+		slot = s
+		break
+	}
+	keys := keysInSlots(map[int]bool{slot.Int(): true}, 3)
+	for _, k := range keys {
+		if err := c.put(c.ctx, k, []byte("v1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	move := func(from, to string, onBatch func()) (*directory.Move, uint64) {
+		t.Helper()
+		mv, err := c.dir.BeginMove(c.ctx, directory.MoveSpec{Slot: slot, From: from, To: to, By: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, _ := c.dir.Snapshot(c.ctx)
+		src, dst, err := e.endpoints(cur, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		called := false
+		tr := &Transfer{Slot: slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c, Fresh: true, Verify: true,
+			Journal: &journal{e: e, mv: *mv, prog: &MoveProgress{}, fencing: new(atomic.Bool)},
+			Progress: func(int, int) {
+				if !called && onBatch != nil {
+					called = true
+					onBatch()
+				}
+			}}
+		res, err := tr.Run(c.ctx, StepCopy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.eventually(10*time.Second, "nodes see the commit", func() error {
+			if o, _ := c.m.Owner(slot); o.Version < res.Version {
+				return errStop
+			}
+			return nil
+		})
+		return mv, res.Version
+	}
+	first, firstVersion := move("n1", "n2", nil)
+	// n1 keeps its copy (no drop asked yet); a key is deleted on n2.
+	if _, err := c.nodes["n2"].kv.Delete(c.ctx, &kvpb.DeleteRequest{Key: keys[0]}); err != nil {
+		t.Fatal(err)
+	}
+	n1, _ := c.pool.Client(c.nodes["n1"].addr)
+	lateDrop := func() error {
+		_, err := n1.DropSlot(c.ctx, &slotdv1.DropSlotRequest{Slot: uint32(slot.Int()), Version: firstVersion, MoveId: first.MoveID})
+		return err
+	}
+	move("n2", "n1", func() {
+		// The first move's drop arrives while the slot is coming back.
+		if err := lateDrop(); status.Code(err) != codes.FailedPrecondition {
+			t.Errorf("late drop during the import: %v, want FailedPrecondition", err)
+		}
+	})
+	if err := lateDrop(); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("late drop after the slot came back: %v, want FailedPrecondition", err)
+	}
+	if v, err := c.get(keys[0]); err == nil && v != nil {
+		t.Fatalf("deleted key %q came back with %q", keys[0], v)
+	}
+	for _, k := range keys[1:] {
+		if v, err := c.get(k); err != nil || string(v) != "v1" {
+			t.Fatalf("%q = %q, %v", k, v, err)
+		}
+	}
+}
