@@ -95,6 +95,17 @@ if [[ ${DEMO_TLS:-} == 1 ]]; then
 fi
 slotctl() { "${SLOTCTL[@]}" "$@"; }
 
+# metrics prints slotd's Prometheus metrics (bash's /dev/tcp: no curl needed).
+metrics() {
+	exec 3<>/dev/tcp/127.0.0.1/7401
+	printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+	cat <&3
+	exec 3<&-
+}
+
+# metric NAME prints the sum of a metric's samples whose line starts with NAME.
+metric() { awk -v n="$1" 'index($0, n) == 1 { s += $NF } END { printf "%.0f", s }' "$DIR/metrics.txt"; }
+
 registered() { slotctl nodes list -o json | grep -q "\"$1\""; }
 
 T0=$SECONDS
@@ -177,6 +188,13 @@ say "summary"
 slotctl status
 echo
 echo "rebalance: $(grep -E '^plan .* done' "$DIR/apply.txt" | tail -1) (apply --wait took ${APPLY}s)"
+if [[ ${DEMO_TLS:-} != 1 ]] && metrics >"$DIR/metrics.txt" 2>/dev/null; then
+	# The plan's "copied" sums the planner's estimates; slotd's counters
+	# have what the targets applied.
+	PAUSE=$(awk '/^slotd_mover_cutover_pause_seconds_sum/ { s = $NF } /^slotd_mover_cutover_pause_seconds_count/ { n = $NF }
+		END { if (n > 0) printf "%.1f ms", 1000 * s / n; else print "-" }' "$DIR/metrics.txt")
+	echo "moved:     $(metric slotd_placement_keys_moved_total) keys and changes, $(metric slotd_mover_bytes_moved_total) bytes applied on targets; mean write pause per slot $PAUSE (slotd /metrics)"
+fi
 echo "clients:   $(head -1 "$DIR/traffic.out")"
 echo "check:     $(head -1 "$DIR/check.txt")"
 echo "demo:      $((SECONDS - T0))s in all"

@@ -19,9 +19,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
 
 	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/e2e/kvclient"
+	"github.com/slotd/slotd/tlsconf"
 )
 
 // clientOptions are the flags every client command shares.
@@ -29,6 +31,8 @@ type clientOptions struct {
 	slotd   string
 	timeout time.Duration
 	output  string
+	// TLS to slotd and to the nodes: CA, and a certificate for mutual TLS.
+	tlsCA, tlsCert, tlsKey string
 }
 
 func (o *clientOptions) bind(cmd *cobra.Command) {
@@ -36,6 +40,9 @@ func (o *clientOptions) bind(cmd *cobra.Command) {
 	f.StringVar(&o.slotd, "slotd", "127.0.0.1:7400", "slotd gRPC addresses, comma-separated (the SDK reads the map from any)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "deadline of each request, redirects included")
 	f.StringVarP(&o.output, "output", "o", "text", "summary format: text or json")
+	f.StringVar(&o.tlsCA, "tls-ca", "", "CA (PEM) that verifies slotd and the nodes; enables TLS")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "client certificate (PEM) for mutual TLS (a role slotd and the nodes accept, e.g. read)")
+	f.StringVar(&o.tlsKey, "tls-key", "", "private key (PEM) for --tls-cert")
 }
 
 // usageArgs marks an argument-count error as a usage error (exit 2).
@@ -59,13 +66,24 @@ func (o *clientOptions) connect(ctx context.Context) (*kvclient.Client, func(), 
 			eps = append(eps, e)
 		}
 	}
+	var dial []grpc.DialOption
+	if o.tlsCA != "" || o.tlsCert != "" || o.tlsKey != "" {
+		if (o.tlsCert == "") != (o.tlsKey == "") {
+			return nil, nil, usageError{errors.New("--tls-cert and --tls-key go together")}
+		}
+		tc, err := tlsconf.NewClient(tlsconf.Config{CAFile: o.tlsCA, CertFile: o.tlsCert, KeyFile: o.tlsKey})
+		if err != nil {
+			return nil, nil, fmt.Errorf("TLS files: %w", err)
+		}
+		dial = append(dial, grpc.WithTransportCredentials(tc.Credentials()))
+	}
 	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	sdk, err := client.New(wait, client.Options{Endpoints: eps, MaxAttempts: 10})
+	sdk, err := client.New(wait, client.Options{Endpoints: eps, MaxAttempts: 10, DialOptions: dial})
 	if err != nil {
 		return nil, nil, fmt.Errorf("slot map from %s (is slotd running and bootstrapped?): %w", o.slotd, err)
 	}
-	kv := kvclient.New(sdk)
+	kv := kvclient.New(sdk, dial...)
 	return kv, func() { kv.Close(); sdk.Close() }, nil
 }
 
