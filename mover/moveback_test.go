@@ -99,3 +99,62 @@ func TestMoveBackBeforeDrop(t *testing.T) {
 		}
 	}
 }
+
+// TestMoveBackTakesOverRunningDrop moves a slot back onto a node that is
+// still slowly dropping its old copy: the import takes the drop over
+// instead of waiting for it, and nothing of the returning copy is lost.
+func TestMoveBackTakesOverRunningDrop(t *testing.T) {
+	c := newCluster(t, 2)
+	e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.throttle.Store(0)
+	snap, _ := c.dir.Snapshot(c.ctx)
+	var slot slots.Slot
+	mine := snap.SlotsOf("n1")
+	for s := range mine.All() {
+		slot = s
+		break
+	}
+	keys := keysInSlots(map[int]bool{slot.Int(): true}, 300)
+	for _, k := range keys {
+		if err := c.put(c.ctx, k, []byte("value")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	move := func(from, to string) (*directory.Move, uint64) {
+		t.Helper()
+		mv, err := c.dir.BeginMove(c.ctx, directory.MoveSpec{Slot: slot, From: from, To: to, By: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, _ := c.dir.Snapshot(c.ctx)
+		src, dst, _ := e.endpoints(cur, from, to)
+		tr := &Transfer{Slot: slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c, Fresh: true, Verify: true,
+			Journal: &journal{e: e, mv: *mv, prog: &MoveProgress{}, fencing: new(atomic.Bool)}}
+		res, err := tr.Run(c.ctx, StepCopy)
+		if err != nil {
+			t.Fatalf("move %s -> %s: %v", from, to, err)
+		}
+		c.eventually(10*time.Second, "nodes see the commit", func() error {
+			if o, _ := c.m.Owner(slot); o.Version < res.Version {
+				return errStop
+			}
+			return nil
+		})
+		return mv, res.Version
+	}
+	first, v := move("n1", "n2")
+	n1, _ := c.pool.Client(c.nodes["n1"].addr)
+	// A drop at 1 KB/s: it would take minutes.
+	if _, err := n1.DropSlot(c.ctx, &slotdv1.DropSlotRequest{Slot: uint32(slot.Int()), Version: v, MoveId: first.MoveID, RateBytesPerSecond: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	move("n2", "n1")
+	for _, k := range keys {
+		if got, err := c.get(k); err != nil || string(got) != "value" {
+			t.Fatalf("%q = %q, %v after the move back", k, got, err)
+		}
+	}
+}

@@ -379,9 +379,6 @@ func (n *Node) checkImport(s slots.Slot, keys func(yield func([]byte) bool)) err
 	if o, ok := n.cfg.Map.Owner(s); ok && o.ID == n.cfg.ID {
 		return fmt.Errorf("%w: refusing to import into slot %d at map version %d", ErrOwned, s.Int(), o.Version)
 	}
-	if n.Dropping(s) {
-		return fmt.Errorf("%w: slot %d", ErrDropping, s.Int())
-	}
 	for k := range keys {
 		if len(k) == 0 {
 			return fmt.Errorf("%w: empty key in import for slot %d", ErrImportOrder, s.Int())
@@ -390,6 +387,19 @@ func (n *Node) checkImport(s slots.Slot, keys func(yield func([]byte) bool)) err
 			return fmt.Errorf("%w: key %q is in slot %d, import was for slot %d", ErrWrongSlot, k, slots.ForKey(k).Int(), s.Int())
 		}
 	}
+	return nil
+}
+
+// cancelDrop forgets a running drop of slot s. The caller holds
+// slotMu[s] and clears the slot itself.
+func (n *Node) cancelDrop(s slots.Slot) error {
+	n.dropMu.Lock()
+	defer n.dropMu.Unlock()
+	delete(n.dropping, s)
+	if err := saveDrops(n.cfg.StateDir, n.dropping); err != nil {
+		return fmt.Errorf("node: cancel drop of slot %d: %w", s.Int(), err)
+	}
+	n.lg.Info("slot drop taken over by an import", "slot", s.Int())
 	return nil
 }
 
@@ -425,10 +435,19 @@ func (n *Node) ImportSnapshot(ctx context.Context, s slots.Slot, moveID string, 
 	mu := &n.slotMu[s.Int()]
 	mu.Lock()
 	defer mu.Unlock()
-	if n.Dropping(s) { // re-checked under the lock Drop decides under
-		return ImportState{MoveID: moveID}, false, fmt.Errorf("%w: slot %d", ErrDropping, s.Int())
-	}
 	cur := n.importState(s, moveID)
+	if n.Dropping(s) {
+		if cur.LastBatchSeq != 0 {
+			// Dropped under a running import: the mover aborted it.
+			return *cur, false, fmt.Errorf("%w: slot %d", ErrDropping, s.Int())
+		}
+		// A new move's first batch: it clears the slot itself below, so
+		// the running drop of an older copy stops (dropSlot checks under
+		// this lock before every batch) instead of making it wait.
+		if err := n.cancelDrop(s); err != nil {
+			return *cur, false, err
+		}
+	}
 	switch {
 	case b.BatchSeq <= cur.LastBatchSeq:
 		return *cur, true, nil
@@ -496,6 +515,9 @@ func (n *Node) ImportChanges(ctx context.Context, s slots.Slot, moveID string, c
 	mu := &n.slotMu[s.Int()]
 	mu.Lock()
 	defer mu.Unlock()
+	if n.Dropping(s) {
+		return ImportState{MoveID: moveID}, false, fmt.Errorf("%w: slot %d", ErrDropping, s.Int())
+	}
 	cur := n.importState(s, moveID)
 	if !cur.SnapshotDone {
 		return *cur, false, fmt.Errorf("%w: changes for slot %d before its snapshot is complete", ErrImportOrder, s.Int())
@@ -658,19 +680,19 @@ func (n *Node) Drop(ctx context.Context, s slots.Slot, version uint64, bytesPerS
 		return false, err
 	}
 	n.dropMu.Unlock()
-	smu.Unlock()
-	if err := n.EndCapture(ctx, s, ""); err != nil {
-		return false, err
-	}
-	mu := &n.slotMu[s.Int()]
-	mu.Lock()
+	// The partial import this drop removes is forgotten under the same
+	// lock, so a newer move's import cannot start in between and lose its
+	// state.
 	n.impMu.Lock()
 	delete(n.imports, s)
 	n.impMu.Unlock()
 	err = os.Remove(importPath(n.cfg.StateDir, s))
-	mu.Unlock()
+	smu.Unlock()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("node: forget import of slot %d: %w", s.Int(), err)
+	}
+	if err := n.EndCapture(ctx, s, ""); err != nil {
+		return false, err
 	}
 	select {
 	case n.dropWake <- struct{}{}:
@@ -751,6 +773,10 @@ func (n *Node) dropSlot(ctx context.Context, s slots.Slot, bps int64) error {
 		}
 		mu := &n.slotMu[s.Int()]
 		mu.Lock()
+		if !n.Dropping(s) { // an import took the slot over
+			mu.Unlock()
+			return nil
+		}
 		done, err := n.store.DeleteSlot(ctx, s, batch)
 		if err == nil && done {
 			err = n.setFence(s, false, FenceInfo{})
