@@ -21,67 +21,24 @@ import (
 // deleting the new copy.
 func TestMoveBackBeforeDrop(t *testing.T) {
 	c := newCluster(t, 2)
-	e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.throttle.Store(0)
-	snap, _ := c.dir.Snapshot(c.ctx)
-	var slot slots.Slot
-	mine := snap.SlotsOf("n1")
-	for s := range mine.All() {
-		slot = s
-		break
-	}
-	keys := keysInSlots(map[int]bool{slot.Int(): true}, 3)
+	m := newSlotMover(t, c)
+	keys := keysInSlots(map[int]bool{m.slot.Int(): true}, 3)
 	for _, k := range keys {
 		if err := c.put(c.ctx, k, []byte("v1")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	move := func(from, to string, onBatch func()) (*directory.Move, uint64) {
-		t.Helper()
-		mv, err := c.dir.BeginMove(c.ctx, directory.MoveSpec{Slot: slot, From: from, To: to, By: "t"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cur, _ := c.dir.Snapshot(c.ctx)
-		src, dst, err := e.endpoints(cur, from, to)
-		if err != nil {
-			t.Fatal(err)
-		}
-		called := false
-		tr := &Transfer{Slot: slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c, Fresh: true, Verify: true,
-			Journal: &journal{e: e, mv: *mv, prog: &MoveProgress{}, fencing: new(atomic.Bool)},
-			Progress: func(int, int) {
-				if !called && onBatch != nil {
-					called = true
-					onBatch()
-				}
-			}}
-		res, err := tr.Run(c.ctx, StepCopy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.eventually(10*time.Second, "nodes see the commit", func() error {
-			if o, _ := c.m.Owner(slot); o.Version < res.Version {
-				return errStop
-			}
-			return nil
-		})
-		return mv, res.Version
-	}
-	first, firstVersion := move("n1", "n2", nil)
+	first, firstVersion := m.move(t, "n1", "n2", nil)
 	// n1 keeps its copy (no drop asked yet); a key is deleted on n2.
 	if _, err := c.nodes["n2"].kv.Delete(c.ctx, &kvpb.DeleteRequest{Key: keys[0]}); err != nil {
 		t.Fatal(err)
 	}
 	n1, _ := c.pool.Client(c.nodes["n1"].addr)
 	lateDrop := func() error {
-		_, err := n1.DropSlot(c.ctx, &slotdv1.DropSlotRequest{Slot: uint32(slot.Int()), Version: firstVersion, MoveId: first.MoveID})
+		_, err := n1.DropSlot(c.ctx, &slotdv1.DropSlotRequest{Slot: uint32(m.slot.Int()), Version: firstVersion, MoveId: first.MoveID})
 		return err
 	}
-	move("n2", "n1", func() {
+	m.move(t, "n2", "n1", func() {
 		// The first move's drop arrives while the slot is coming back.
 		if err := lateDrop(); status.Code(err) != codes.FailedPrecondition {
 			t.Errorf("late drop during the import: %v, want FailedPrecondition", err)
@@ -105,56 +62,83 @@ func TestMoveBackBeforeDrop(t *testing.T) {
 // instead of waiting for it, and nothing of the returning copy is lost.
 func TestMoveBackTakesOverRunningDrop(t *testing.T) {
 	c := newCluster(t, 2)
+	m := newSlotMover(t, c)
+	keys := keysInSlots(map[int]bool{m.slot.Int(): true}, 300)
+	for _, k := range keys {
+		if err := c.put(c.ctx, k, []byte("value")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, v := m.move(t, "n1", "n2", nil)
+	n1, _ := c.pool.Client(c.nodes["n1"].addr)
+	// A drop at 1 KB/s: it would take minutes.
+	if _, err := n1.DropSlot(c.ctx, &slotdv1.DropSlotRequest{Slot: uint32(m.slot.Int()), Version: v, MoveId: first.MoveID, RateBytesPerSecond: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	m.move(t, "n2", "n1", nil)
+	for _, k := range keys {
+		if got, err := c.get(k); err != nil || string(got) != "value" {
+			t.Fatalf("%q = %q, %v after the move back", k, got, err)
+		}
+	}
+}
+
+// slotMover moves one slot of a test cluster directly through a Transfer
+// (with checksum verify) and waits for the nodes to see the commit.
+type slotMover struct {
+	c    *cluster
+	e    *Executor
+	slot slots.Slot
+}
+
+func newSlotMover(t *testing.T, c *cluster) *slotMover {
+	t.Helper()
 	e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.throttle.Store(0)
 	snap, _ := c.dir.Snapshot(c.ctx)
-	var slot slots.Slot
 	mine := snap.SlotsOf("n1")
 	for s := range mine.All() {
-		slot = s
-		break
+		return &slotMover{c: c, e: e, slot: s}
 	}
-	keys := keysInSlots(map[int]bool{slot.Int(): true}, 300)
-	for _, k := range keys {
-		if err := c.put(c.ctx, k, []byte("value")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	move := func(from, to string) (*directory.Move, uint64) {
-		t.Helper()
-		mv, err := c.dir.BeginMove(c.ctx, directory.MoveSpec{Slot: slot, From: from, To: to, By: "t"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cur, _ := c.dir.Snapshot(c.ctx)
-		src, dst, _ := e.endpoints(cur, from, to)
-		tr := &Transfer{Slot: slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c, Fresh: true, Verify: true,
-			Journal: &journal{e: e, mv: *mv, prog: &MoveProgress{}, fencing: new(atomic.Bool)}}
-		res, err := tr.Run(c.ctx, StepCopy)
-		if err != nil {
-			t.Fatalf("move %s -> %s: %v", from, to, err)
-		}
-		c.eventually(10*time.Second, "nodes see the commit", func() error {
-			if o, _ := c.m.Owner(slot); o.Version < res.Version {
-				return errStop
-			}
-			return nil
-		})
-		return mv, res.Version
-	}
-	first, v := move("n1", "n2")
-	n1, _ := c.pool.Client(c.nodes["n1"].addr)
-	// A drop at 1 KB/s: it would take minutes.
-	if _, err := n1.DropSlot(c.ctx, &slotdv1.DropSlotRequest{Slot: uint32(slot.Int()), Version: v, MoveId: first.MoveID, RateBytesPerSecond: 1000}); err != nil {
+	t.Fatal("n1 owns no slot")
+	return nil
+}
+
+// move runs the move; onBatch, if set, is called after the first batch
+// applied on the target.
+func (m *slotMover) move(t *testing.T, from, to string, onBatch func()) (*directory.Move, uint64) {
+	t.Helper()
+	c := m.c
+	mv, err := c.dir.BeginMove(c.ctx, directory.MoveSpec{Slot: m.slot, From: from, To: to, By: "t"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	move("n2", "n1")
-	for _, k := range keys {
-		if got, err := c.get(k); err != nil || string(got) != "value" {
-			t.Fatalf("%q = %q, %v after the move back", k, got, err)
-		}
+	cur, _ := c.dir.Snapshot(c.ctx)
+	src, dst, err := m.e.endpoints(cur, from, to)
+	if err != nil {
+		t.Fatal(err)
 	}
+	called := false
+	tr := &Transfer{Slot: m.slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c, Fresh: true, Verify: true,
+		Journal: &journal{e: m.e, mv: *mv, prog: &MoveProgress{}, fencing: new(atomic.Bool)},
+		Progress: func(int, int) {
+			if !called && onBatch != nil {
+				called = true
+				onBatch()
+			}
+		}}
+	res, err := tr.Run(c.ctx, StepCopy)
+	if err != nil {
+		t.Fatalf("move %s -> %s: %v", from, to, err)
+	}
+	c.eventually(10*time.Second, "nodes see the commit", func() error {
+		if o, _ := c.m.Owner(m.slot); o.Version < res.Version {
+			return errStop
+		}
+		return nil
+	})
+	return mv, res.Version
 }
