@@ -46,7 +46,7 @@ fuzz: ## every Fuzz* target for 1m each (FUZZTIME=10m for a longer hunt)
 	$(call run-fuzz,$(FUZZTIME))
 
 bench: ## run the Go benchmarks; output is benchstat input
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 30m ./... | tee bench.txt
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 90m ./... | tee bench.txt
 
 bench-compare: build ## side-by-side benchmarks against peer libraries and Redis Cluster (issue 10): writes bench/RESULTS.md, ~8 min
 	cd bench && GO=$(GO) ./compare.sh
