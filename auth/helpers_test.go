@@ -15,6 +15,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/slotd/slotd/auth"
+	"github.com/slotd/slotd/internal/waitfor"
 )
 
 func TestMain(m *testing.M) {
@@ -130,15 +131,5 @@ func callWatch(c healthpb.HealthClient) error {
 
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing: %v", what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Err(t, 20*time.Second, what, cond)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/client/internal/maptest"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/slots"
 	"go.uber.org/goleak"
 )
@@ -84,13 +85,7 @@ func newClientWith(t testing.TB, edit func(*Options)) *Client {
 // eventually polls cond every few milliseconds for up to 10 seconds.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitfor.True(t, 10*time.Second, what, cond)
 }
 
 func versionIs(c *Client, v uint64) func() bool {

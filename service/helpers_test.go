@@ -14,6 +14,7 @@ import (
 	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/migrations"
 	"github.com/slotd/slotd/mover"
 	"github.com/slotd/slotd/slots"
@@ -31,13 +32,7 @@ func testCtx(t testing.TB) context.Context {
 // eventually polls cond until it holds, failing the test after 20s.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitfor.True(t, 20*time.Second, what, cond)
 }
 
 // newDir returns a Directory on c with the schema in place.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client/node"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/slotkv/kvpb"
 	"github.com/slotd/slotd/slots"
 )
@@ -192,11 +193,5 @@ func checksum(ctx context.Context, t testing.TB, tn *testNode, s slots.Slot) *sl
 // eventually polls cond until it holds or the bound passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.True(t, 20*time.Second, what, cond)
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/slotd/slotd/internal/devca"
+	"github.com/slotd/slotd/internal/waitfor"
 )
 
 func TestMain(m *testing.M) {
@@ -30,17 +31,7 @@ func TestMain(m *testing.M) {
 // error after a generous bound. The bound is a safety net, not an assertion.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing: %v", what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Err(t, 20*time.Second, what, cond)
 }
 
 // pki issues certificates from one CA into a temporary directory.

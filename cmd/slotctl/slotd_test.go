@@ -20,6 +20,7 @@ import (
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/migrations"
 	"github.com/slotd/slotd/mover"
 	"github.com/slotd/slotd/service"
@@ -155,13 +156,7 @@ func elideTimes(s string) string {
 // eventually polls cond until it holds, failing the test after 30s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, 30*time.Second, what, cond)
 }
 
 // sdkMap is a store node's map: the SDK's, fed by slotd.

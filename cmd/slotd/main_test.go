@@ -28,6 +28,7 @@ import (
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/devca"
 	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/tlsconf"
 )
 
@@ -75,13 +76,7 @@ func freeAddr(t testing.TB) string {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, 30*time.Second, what, cond)
 }
 
 // proc is slotd (or slotd etcd) running in this process.
