@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,6 +138,8 @@ type Directory struct {
 	// fails on the cached state is re-checked on a fresh read before it is
 	// reported. Snapshot, watches and History never use it.
 	cache atomic.Pointer[state]
+	// group queues concurrent updates for one txn (see group.go).
+	group combiner
 
 	// afterWatchRead, when set (by tests only), runs in Watch between the
 	// read of the table and the start of the etcd watch.
@@ -304,6 +305,20 @@ func (m *mutation) move(s uint16)  { m.moves[s] = true }
 func (m *mutation) chunk(slot int) { m.chunks[slot/chunkSlots] = true }
 func (m *mutation) empty() bool    { return len(m.nodes)+len(m.moves)+len(m.chunks) == 0 }
 func (m *mutation) slot(s uint16)  { m.hasSlot = true; m.change.Slot = slotOf(s) }
+
+// merge adds what o touched to m (the history entry stays with o).
+func (m *mutation) merge(o *mutation) {
+	for id := range o.nodes {
+		m.nodes[id] = true
+	}
+	for s := range o.moves {
+		m.moves[s] = true
+	}
+	for c := range o.chunks {
+		m.chunks[c] = true
+	}
+}
+
 func newMutation() *mutation {
 	return &mutation{nodes: map[string]bool{}, moves: map[uint16]bool{}, chunks: map[int]bool{}}
 }
@@ -318,110 +333,12 @@ type updateOpts struct {
 	needBootstrap bool
 }
 
-// update is the one way the table changes. Each attempt reads the table,
-// lets fn check its preconditions and change the state in place (marking
-// what it touched in m), and writes the touched keys, version+1 and a
-// history entry in one txn that compares the version key's mod revision
-// and the schema seen. A lost race re-reads and retries (fn re-checks
-// everything on the fresh state) with capped jittered backoff, so only a
-// caller with an explicit expectation, or one that loses every attempt,
-// sees ErrConflict. An fn that touches nothing is a no-op: no version bump.
-// It returns the new version, or the current one for a no-op.
-func (d *Directory) update(ctx context.Context, op string, o updateOpts, fn func(st *state, m *mutation) error) (uint64, error) {
-	backoff := 5 * time.Millisecond
-	var st *state
-	if o.expect == 0 {
-		st = d.cache.Swap(nil)
-	}
-	for attempt := 1; ; attempt++ {
-		cached := st != nil
-		if !cached {
-			var err error
-			if st, _, err = d.read(ctx); err != nil {
-				return 0, fmt.Errorf("%s: %w", op, err)
-			}
-		}
-		// fail reports err, unless it was seen on the cached state, which
-		// may only be stale: then it re-reads at once (again is true).
-		fail := func(err error) (again bool, _ error) {
-			st = nil
-			if cached {
-				attempt--
-				return true, nil
-			}
-			return false, fmt.Errorf("%s: %w", op, err)
-		}
-		if err := d.checkSchema(st); err != nil {
-			if again, err := fail(err); !again {
-				return 0, err
-			}
-			continue
-		}
-		if o.needBootstrap && !st.bootstrapped() {
-			if again, err := fail(fmt.Errorf("%w; run bootstrap first", ErrNotBootstrapped)); !again {
-				return 0, err
-			}
-			continue
-		}
-		if o.expect != 0 && st.version != o.expect {
-			d.m.conflict()
-			return 0, fmt.Errorf("%s: %w: expected version %d, directory is at %d", op, ErrConflict, o.expect, st.version)
-		}
-		m := newMutation()
-		if err := fn(st, m); err != nil {
-			// fn may have changed st before failing: it is not kept.
-			if again, err := fail(err); !again {
-				return 0, err
-			}
-			continue
-		}
-		if m.empty() {
-			d.cache.Store(st)
-			return st.version, nil
-		}
-		ok, rev, err := d.commit(ctx, st, m)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", op, err)
-		}
-		if ok {
-			v := st.version + 1
-			// Bring what the read would have derived in line with the write.
-			st.hasVersion, st.version, st.versionRev = true, v, rev
-			for c := range m.chunks {
-				st.haveChunk[c] = true
-			}
-			d.cache.Store(st)
-			d.m.setVersion(v)
-			d.lg.Debug("directory changed", "version", v, "kind", m.change.Kind, "op", op)
-			return v, nil
-		}
-		seen := st.version
-		st = nil
-		if cached {
-			attempt-- // a stale cache is not a lost race
-			continue
-		}
-		d.m.conflict()
-		if o.expect != 0 || attempt >= d.cfg.UpdateAttempts {
-			return 0, fmt.Errorf("%s: %w: lost %d compare-and-swap races at version %d; re-read and retry", op, ErrConflict, attempt, seen)
-		}
-		// Full jitter: concurrent losers spread out instead of colliding again.
-		wait := time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond
-		backoff = min(2*backoff, 200*time.Millisecond)
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("directory: %s: %w", op, ctx.Err())
-		case <-time.After(wait):
-		}
-	}
-}
-
-// commit writes m as one txn on top of st. It reports false when another
-// writer got there first, and the txn's revision when it applied.
-func (d *Directory) commit(ctx context.Context, st *state, m *mutation) (bool, int64, error) {
-	v := st.version + 1
-	m.change.Version = v
-	m.change.At = d.cfg.Now().UTC()
+// commit writes m and the history entries of changes as one txn on top of
+// st, whose version is the one before the first change. It reports false
+// when another writer got there first, and the txn's revision when it
+// applied.
+func (d *Directory) commit(ctx context.Context, st *state, m *mutation, changes []pendingChange) (bool, int64, error) {
+	v := st.version + uint64(len(changes))
 	ops := []clientv3.Op{clientv3.OpPut(d.k.version(), strconv.FormatUint(v, 10))}
 	for id := range m.nodes {
 		if n, ok := st.nodes[id]; ok {
@@ -448,11 +365,17 @@ func (d *Directory) commit(ctx context.Context, st *state, m *mutation) (bool, i
 	for c := range m.chunks {
 		ops = append(ops, clientv3.OpPut(d.k.chunk(c), string(st.encodeChunk(c))))
 	}
-	b, err := json.Marshal(recFromChange(&m.change, m.hasSlot))
-	if err != nil {
-		return false, 0, fmt.Errorf("directory: encode history: %w", err)
+	now := d.cfg.Now().UTC()
+	for i := range changes {
+		c := &changes[i]
+		c.change.Version = st.version + uint64(i) + 1
+		c.change.At = now
+		b, err := json.Marshal(recFromChange(&c.change, c.hasSlot))
+		if err != nil {
+			return false, 0, fmt.Errorf("directory: encode history: %w", err)
+		}
+		ops = append(ops, clientv3.OpPut(d.k.history(c.change.Version), string(b)))
 	}
-	ops = append(ops, clientv3.OpPut(d.k.history(v), string(b)))
 	// One history entry per version: dropping every entry at or below
 	// v-limit keeps exactly the newest limit.
 	if limit := uint64(d.cfg.HistoryLimit); v > limit {

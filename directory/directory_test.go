@@ -428,8 +428,9 @@ func TestBeginMoveRace(t *testing.T) {
 }
 
 func TestConcurrentMovesOfDistinctSlotsAllApply(t *testing.T) {
-	// Writers on different slots share the version key, so most of their
-	// first attempts conflict; the update helper's retry makes all succeed.
+	// Writers on different slots share the version key: within one
+	// Directory they are group-committed, and every change applies with
+	// its own version.
 	_, d, snap := setup(t, 3, nil)
 	ctx := testCtx(t)
 	owned := snap.SlotsOf("n0")

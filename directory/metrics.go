@@ -13,6 +13,7 @@ type metrics struct {
 	version   prometheus.Gauge
 	conflicts prometheus.Counter
 	txns      *prometheus.HistogramVec
+	group     prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -33,8 +34,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Latency of directory write transactions by result (applied, conflict, error).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"result"}),
+		group: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "slotd_directory_changes_per_txn",
+			Help:    "Changes written per directory transaction (concurrent updates are group-committed).",
+			Buckets: []float64{1, 2, 4, 8, 16},
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.version, m.conflicts, m.txns} {
+	for _, c := range []prometheus.Collector{m.version, m.conflicts, m.txns, m.group} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("directory: register metrics: %w", err)
 		}
@@ -59,4 +65,10 @@ func (m *metrics) observeTxn(d time.Duration, result string) {
 		return
 	}
 	m.txns.WithLabelValues(result).Observe(d.Seconds())
+}
+
+func (m *metrics) grouped(n int) {
+	if m != nil {
+		m.group.Observe(float64(n))
+	}
 }

@@ -17,8 +17,10 @@ var errCompacted = errors.New("watch revision compacted")
 
 // Watch calls fn with consistent snapshots in version order: first the
 // current table if its version is greater than fromVersion, then one
-// snapshot per later version. Every version is delivered unless the watcher
-// fell so far behind that etcd compacted the revisions in between; then it
+// snapshot per later write. Every version written is delivered (a write that
+// group-committed several concurrent changes advances the version by as
+// many, and only its last version was ever a state of the table) unless the
+// watcher fell so far behind that etcd compacted the revisions in between; then it
 // gets a fresh full snapshot (a jump in Version) and goes on, never an error
 // loop. Before Bootstrap it waits for the table to exist. It survives etcd
 // restarts (the client reconnects and resumes). It returns when ctx is done
