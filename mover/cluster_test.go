@@ -185,12 +185,22 @@ func (c *cluster) addNode(id string) *kvNode {
 // startExecutor runs an executor until the test ends or stop is called.
 func (c *cluster) startExecutor(name string) (e *Executor, stop func()) {
 	c.t.Helper()
-	e, err := NewExecutor(ExecutorConfig{
+	return c.startExecutorWith(name, nil)
+}
+
+// startExecutorWith is startExecutor with the config edited by mod.
+func (c *cluster) startExecutorWith(name string, mod func(*ExecutorConfig)) (e *Executor, stop func()) {
+	c.t.Helper()
+	cfg := ExecutorConfig{
 		Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: name,
 		Logger: testLogger(), SessionTTL: 2, Backoff: 20 * time.Millisecond, ProgressInterval: 100 * time.Millisecond,
 		DisableLiveness: true, // the test nodes send no heartbeats
 		Verify:          true,
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	e, err := NewExecutor(cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}

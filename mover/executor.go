@@ -50,12 +50,22 @@ type ExecutorConfig struct {
 	// Backoff is the first retry delay (doubling, jittered, capped at 5s).
 	// Default 100ms.
 	Backoff time.Duration
+	// Parallelism is how many moves of a plan run at once, in waves: the
+	// next Parallelism pending moves start together and the next wave
+	// starts when all of them ended. Default 1: one slot at a time. Higher
+	// values hide the per-move round trips (their directory writes are
+	// group-committed); the throttle stays a per-donor rate, because a
+	// store's export token bucket is per node. At most MaxParallelism.
+	Parallelism int
 	// RunLiveness makes the leader also run the directory's liveness loop.
 	// Default true via NewExecutor unless DisableLiveness.
 	DisableLiveness bool
 }
 
-// MoveProgress is the live state of the move being executed.
+// MaxParallelism bounds ExecutorConfig.Parallelism.
+const MaxParallelism = 64
+
+// MoveProgress is the live state of a move being executed.
 type MoveProgress struct {
 	PlanID  string
 	MoveID  string
@@ -68,8 +78,8 @@ type MoveProgress struct {
 	Started time.Time
 }
 
-// Executor runs plans, one slot at a time, while it holds the cluster's
-// mover leadership. Every slotd runs one; exactly one leads. Safe for
+// Executor runs plans, one slot at a time unless configured for more
+// (Parallelism), while it holds the cluster's mover leadership. Every slotd runs one; exactly one leads. Safe for
 // concurrent use.
 type Executor struct {
 	cfg ExecutorConfig
@@ -91,13 +101,15 @@ type Executor struct {
 	stale      map[string]bool
 	selfWrites map[string]int
 
-	// Owned by the plan loop goroutine only:
+	// Owned by the plan loop goroutine, and by the moves of a wave under
+	// recMu:
+	recMu     sync.Mutex
 	plans     []*Plan                 // last read plan records, updated in memory
 	pending   map[string]map[int]done // move results not yet written, by plan
 	lastFlush time.Time
 
-	mu       sync.Mutex // guards inflight, cleanups and attempts
-	inflight *MoveProgress
+	mu       sync.Mutex               // guards inflight, cleanups and attempts
+	inflight map[string]*MoveProgress // by move id
 	cleanups []cleanup
 	attempts map[string]int // failed tries by move id
 
@@ -146,8 +158,14 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 	if cfg.Backoff == 0 {
 		cfg.Backoff = 100 * time.Millisecond
 	}
+	if cfg.Parallelism == 0 {
+		cfg.Parallelism = 1
+	}
+	if cfg.Parallelism < 1 || cfg.Parallelism > MaxParallelism {
+		return nil, fmt.Errorf("%w: parallelism %d is not in 1-%d", ErrInvalid, cfg.Parallelism, MaxParallelism)
+	}
 	e := &Executor{cfg: cfg, dir: cfg.Directory, ctl: cfg.Control, lg: cfg.Logger.With("mover", cfg.Name),
-		m: newMetrics(cfg.Registerer), wake: make(chan struct{}, 1), pending: map[string]map[int]done{}, attempts: map[string]int{}}
+		m: newMetrics(cfg.Registerer), wake: make(chan struct{}, 1), pending: map[string]map[int]done{}, attempts: map[string]int{}, inflight: map[string]*MoveProgress{}}
 	e.throttle.Store(-1)
 	e.plansDirty.Store(true)
 	e.stale, e.selfWrites = map[string]bool{}, map[string]int{}
@@ -169,14 +187,16 @@ func (e *Executor) Leader(ctx context.Context) (string, error) {
 	return string(resp.Kvs[0].Value), nil
 }
 
-// InFlight returns the move being executed by this executor, if any.
+// InFlight returns the moves being executed by this executor, by slot.
 func (e *Executor) InFlight() []MoveProgress {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.inflight == nil {
-		return nil
+	out := make([]MoveProgress, 0, len(e.inflight))
+	for _, p := range e.inflight {
+		out = append(out, *p)
 	}
-	return []MoveProgress{*e.inflight}
+	slices.SortFunc(out, func(a, b MoveProgress) int { return a.Slot - b.Slot })
+	return out
 }
 
 // Run campaigns for leadership and, while leading, runs plans. It returns
@@ -300,14 +320,17 @@ func (e *Executor) notify() {
 	}
 }
 
-// setThrottle applies a new donor rate, to the move in flight too.
+// setThrottle applies a new donor rate, to the moves in flight too.
 func (e *Executor) setThrottle(bps int64) {
 	e.throttle.Store(bps)
 	e.m.throttle.Set(float64(bps))
 	e.mu.Lock()
-	inf := e.inflight
+	donors := map[string]bool{}
+	for _, p := range e.inflight {
+		donors[p.From] = true
+	}
 	e.mu.Unlock()
-	if inf == nil {
+	if len(donors) == 0 {
 		return
 	}
 	// The source's token bucket is per node: setting it changes the rate of
@@ -318,7 +341,11 @@ func (e *Executor) setThrottle(bps int64) {
 	if err != nil {
 		return
 	}
-	if n, ok := snap.Node(inf.From); ok {
+	for id := range donors {
+		n, ok := snap.Node(id)
+		if !ok {
+			continue
+		}
 		if c, err := e.cfg.Stores.Client(n.Addr); err == nil {
 			if _, err := c.SetExportRate(ctx, &slotdv1.SetExportRateRequest{BytesPerSecond: uint64(bps)}); err != nil {
 				e.lg.Warn("set export rate on source", "node", n.ID, "err", err)
@@ -416,13 +443,28 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 		e.m.bytesRemaining.Set(0)
 		return false, nil
 	}
-	i := active.next()
-	if i < 0 {
+	wave := active.nextN(e.cfg.Parallelism)
+	if len(wave) == 0 {
 		return true, e.finish(ctx, active)
 	}
 	pr := active.Progress()
 	e.m.bytesRemaining.Set(float64(max(pr.Bytes-pr.BytesDone, 0)))
-	return true, e.runMove(ctx, snap, active, i)
+	g := e.guardPlan(ctx, active.ID)
+	defer g.stop()
+	if len(wave) == 1 {
+		return true, e.runMove(ctx, snap, active, wave[0], g)
+	}
+	errs := make([]error, len(wave))
+	var wg sync.WaitGroup
+	for k, i := range wave {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[k] = e.runMove(ctx, snap, active, i, g)
+		}()
+	}
+	wg.Wait()
+	return true, errors.Join(errs...)
 }
 
 // refreshPlans brings the cached plan records up to date: all of them at
@@ -553,8 +595,11 @@ type storeEnd struct {
 	c        slotdv1.StoreClient
 }
 
-// runMove executes move i of plan p.
-func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Plan, i int) error {
+// runMove executes move i of plan p; g aborts it if the plan is stopped
+// with abort requested. The moves of a wave run it concurrently: what they
+// share in p and the executor is written under recMu (recordMove,
+// pausePlan).
+func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Plan, i int, g *planGuard) error {
 	pm := p.Moves[i]
 	slot, err := slots.New(pm.Slot)
 	if err != nil {
@@ -640,9 +685,9 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 	moveCtx, cancelMove := context.WithCancel(ctx)
 	defer cancelMove()
 	var fencing atomic.Bool
-	stopWatch := e.watchPlanWhileMoving(moveCtx, p.ID, &fencing, cancelMove)
+	unguard := g.add(&fencing, cancelMove)
 	res, err := e.transferWith(moveCtx, mv, src, dst, step, fresh, &fencing)
-	stopWatch()
+	unguard()
 	if err == nil {
 		e.committed(ctx, mv, src, res)
 		return e.recordMove(ctx, p, moveID, MoveDone, "")
@@ -690,19 +735,29 @@ func stepOf(ph directory.Phase) Step {
 	return StepCopy
 }
 
-// watchPlanWhileMoving cancels the move when its plan stops applying with
-// abort requested, unless fencing started. It returns a stop function.
-func (e *Executor) watchPlanWhileMoving(ctx context.Context, planID string, fencing *atomic.Bool, cancel context.CancelFunc) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
+// planGuard aborts the moves of a plan, those not yet fencing, when the
+// plan stops applying with abort requested (slotctl cancel --abort).
+type planGuard struct {
+	e      *Executor
+	planID string
+	mu     sync.Mutex
+	moves  map[*atomic.Bool]context.CancelFunc
+	fired  bool // abort requested: moves added later are cancelled at once
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// guardPlan starts watching plan id; call stop when its moves ended.
+func (e *Executor) guardPlan(ctx context.Context, planID string) *planGuard {
+	g := &planGuard{e: e, planID: planID, moves: map[*atomic.Bool]context.CancelFunc{}, done: make(chan struct{})}
+	g.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer g.wg.Done()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-done:
+			case <-g.done:
 				return
 			case <-e.wake:
 			}
@@ -710,18 +765,49 @@ func (e *Executor) watchPlanWhileMoving(ctx context.Context, planID string, fenc
 			if err != nil {
 				continue
 			}
-			if p.State != StateApplying && p.AbortCurrent && !fencing.Load() {
-				e.lg.Info("plan stopped; aborting the move in flight", "plan", planID, "state", p.State)
-				cancel()
+			if p.State != StateApplying && p.AbortCurrent {
+				e.lg.Info("plan stopped; aborting the moves in flight that are not fencing", "plan", planID, "state", p.State)
+				g.fire()
 				return
 			}
 			if p.State != StateApplying {
-				// Finish the move; the loop sees the state afterwards.
+				// Finish the moves; the loop sees the state afterwards.
 				e.notify()
 			}
 		}
 	}()
-	return func() { close(done); wg.Wait() }
+	return g
+}
+
+func (g *planGuard) fire() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fired = true
+	for fencing, cancel := range g.moves {
+		if !fencing.Load() {
+			cancel()
+		}
+	}
+}
+
+// add guards one move until the returned function is called.
+func (g *planGuard) add(fencing *atomic.Bool, cancel context.CancelFunc) (remove func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fired && !fencing.Load() {
+		cancel()
+	}
+	g.moves[fencing] = cancel
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		delete(g.moves, fencing)
+	}
+}
+
+func (g *planGuard) stop() {
+	close(g.done)
+	g.wg.Wait()
 }
 
 // transfer runs the protocol for mv without pause watching.
@@ -733,11 +819,11 @@ func (e *Executor) transfer(ctx context.Context, mv directory.Move, src, dst sto
 func (e *Executor) transferWith(ctx context.Context, mv directory.Move, src, dst storeEnd, step Step, fresh bool, fencing *atomic.Bool) (Result, error) {
 	prog := &MoveProgress{PlanID: mv.PlanID, MoveID: mv.MoveID, Slot: mv.Slot.Int(), From: mv.From, To: mv.To, Phase: string(mv.Phase), Started: time.Now()}
 	e.mu.Lock()
-	e.inflight = prog
+	e.inflight[mv.MoveID] = prog
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
-		e.inflight = nil
+		delete(e.inflight, mv.MoveID)
 		e.mu.Unlock()
 	}()
 	var fencedAt time.Time
@@ -925,6 +1011,8 @@ func (e *Executor) recordMove(ctx context.Context, p *Plan, moveID string, st Mo
 	if p == nil {
 		return nil
 	}
+	e.recMu.Lock()
+	defer e.recMu.Unlock()
 	i := -1
 	for k := range p.Moves {
 		if fmt.Sprintf("%s.%d", p.ID, k) == moveID {
@@ -1017,6 +1105,8 @@ func (e *Executor) writePlan(ctx context.Context, id string, edit func(*Plan)) e
 // pausePlan pauses an applying plan on its own, saying why.
 func (e *Executor) pausePlan(ctx context.Context, p *Plan, reason string) error {
 	e.lg.Warn("pausing plan", "plan", p.ID, "reason", reason)
+	e.recMu.Lock()
+	defer e.recMu.Unlock()
 	return e.writePlan(ctx, p.ID, func(q *Plan) {
 		if q.State == StateApplying {
 			q.State, q.Error = StatePaused, reason

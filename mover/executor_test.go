@@ -108,8 +108,14 @@ func checkAcked(t *testing.T, c *cluster, w *writer) {
 }
 
 func TestPlanAddNodeUnderWrites(t *testing.T) {
+	for _, par := range []int{1, 4} {
+		t.Run(fmt.Sprintf("parallelism=%d", par), func(t *testing.T) { testPlanAddNodeUnderWrites(t, par) })
+	}
+}
+
+func testPlanAddNodeUnderWrites(t *testing.T, parallelism int) {
 	c := newCluster(t, 3)
-	c.startExecutor("a")
+	c.startExecutorWith("a", func(cfg *ExecutorConfig) { cfg.Parallelism = parallelism })
 	c.addNode("n4")
 	before, _ := c.dir.Snapshot(c.ctx)
 	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: 24, Operator: "test"})
@@ -157,7 +163,26 @@ func TestPlanAddNodeUnderWrites(t *testing.T) {
 	if len(after.Moves) != 0 {
 		t.Fatalf("%d moves still in flight", len(after.Moves))
 	}
-	t.Logf("%d writes acknowledged during the plan", w.n)
+	// Never more moves in flight at once than the parallelism allows, as
+	// the history of begins and ends shows.
+	hist, err := c.dir.HistorySince(c.ctx, before.Version, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFlight, most := 0, 0
+	for _, h := range hist {
+		switch h.Kind {
+		case directory.ChangeMoveBegin:
+			inFlight++
+			most = max(most, inFlight)
+		case directory.ChangeMoveCommit, directory.ChangeMoveAbort:
+			inFlight--
+		}
+	}
+	if most > parallelism {
+		t.Fatalf("%d moves in flight at once, parallelism %d", most, parallelism)
+	}
+	t.Logf("%d writes acknowledged during the plan; at most %d moves in flight at once", w.n, most)
 }
 
 func TestRollbackRestoresOwners(t *testing.T) {
@@ -394,8 +419,14 @@ func TestLeaderFailoverCompletesPlan(t *testing.T) {
 }
 
 func TestPauseResumeCancel(t *testing.T) {
+	for _, par := range []int{1, 8} {
+		t.Run(fmt.Sprintf("parallelism=%d", par), func(t *testing.T) { testPauseResumeCancel(t, par) })
+	}
+}
+
+func testPauseResumeCancel(t *testing.T, parallelism int) {
 	c := newCluster(t, 3)
-	c.startExecutor("a")
+	c.startExecutorWith("a", func(cfg *ExecutorConfig) { cfg.Parallelism = parallelism })
 	c.addNode("n4")
 	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: 400, Operator: "test"})
 	if err != nil {
@@ -552,4 +583,98 @@ func TestRollbackOfDrain(t *testing.T) {
 	if after.Counts()["n3"] != before.Counts()["n3"] {
 		t.Fatalf("n3 owns %d slots, had %d", after.Counts()["n3"], before.Counts()["n3"])
 	}
+}
+
+// TestPauseAbortsParallelWave pauses a plan with abort while a wave of
+// throttled moves is copying: every move of the wave either aborts (its
+// slot stays with the source) or, if it was already fencing, commits; none
+// is left in flight, and no acknowledged write is lost.
+func TestPauseAbortsParallelWave(t *testing.T) {
+	c := newCluster(t, 3)
+	c.startExecutorWith("a", func(cfg *ExecutorConfig) { cfg.Parallelism = 4; cfg.Verify = false })
+	c.addNode("n4")
+	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: 8, Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moving := map[int]bool{}
+	for _, m := range p.Moves {
+		moving[m.Slot] = true
+	}
+	keys := keysInSlots(moving, 64)
+	value := bytes.Repeat([]byte("x"), 1024)
+	for _, k := range keys {
+		if err := c.put(c.ctx, k, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 64 KiB of data per slot at 16 KB/s per donor: each move copies for
+	// seconds, so the pause lands while the wave is copying.
+	if err := c.ctl.SetThrottle(c.ctx, 16_000, "test"); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := c.dir.Snapshot(c.ctx)
+	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually(30*time.Second, "the wave to start", func() error {
+		snap, err := c.dir.Snapshot(c.ctx)
+		if err != nil {
+			return err
+		}
+		if len(snap.Moves) == 0 {
+			return errors.New("no move in flight")
+		}
+		return nil
+	})
+	if _, err := c.ctl.Pause(c.ctx, p.ID, true, "test"); err != nil {
+		t.Fatal(err)
+	}
+	var after *directory.Snapshot
+	c.eventually(60*time.Second, "the wave to settle", func() error {
+		snap, err := c.dir.Snapshot(c.ctx)
+		if err != nil {
+			return err
+		}
+		if len(snap.Moves) != 0 {
+			return fmt.Errorf("%d moves in flight", len(snap.Moves))
+		}
+		after = snap
+		return nil
+	})
+	if err := c.ctl.SetThrottle(c.ctx, 0, "test"); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := c.dir.HistorySince(c.ctx, before.Version, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aborted := 0
+	for _, h := range hist {
+		if h.Kind == directory.ChangeMoveAbort {
+			aborted++
+		}
+	}
+	if aborted == 0 {
+		t.Fatalf("no move aborted by the pause (history %+v)", hist)
+	}
+	for s := range moving {
+		if o := after.Owner(slots.MustNew(s)); o != "n4" && o != before.Owner(slots.MustNew(s)) {
+			t.Fatalf("slot %d owned by %s, neither source nor target", s, o)
+		}
+	}
+	for _, k := range keys {
+		got, err := c.get(k)
+		if err != nil {
+			t.Fatalf("get %q: %v", k, err)
+		}
+		if !bytes.Equal(got, value) {
+			t.Fatalf("%q lost its value after the aborted wave", k)
+		}
+	}
+	final, _ := c.ctl.Get(c.ctx, p.ID)
+	if final.State != StatePaused {
+		t.Fatalf("plan %s after pause, want paused", final.State)
+	}
+	t.Logf("%d of the wave's moves aborted by the pause", aborted)
 }

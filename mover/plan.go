@@ -140,12 +140,24 @@ func (p *Plan) Progress() Progress {
 
 // next returns the index of the first pending move, or -1.
 func (p *Plan) next() int {
-	for i, m := range p.Moves {
-		if m.Status == MovePending || m.Status == "" {
-			return i
-		}
+	if w := p.nextN(1); len(w) > 0 {
+		return w[0]
 	}
 	return -1
+}
+
+// nextN returns the indexes of the first n pending moves, in plan order.
+func (p *Plan) nextN(n int) []int {
+	var out []int
+	for i, m := range p.Moves {
+		if len(out) == n {
+			break
+		}
+		if m.Status == MovePending || m.Status == "" {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // ErrBadPlan marks a stored or submitted plan that cannot be read.

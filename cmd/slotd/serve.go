@@ -62,6 +62,7 @@ type options struct {
 	holdDown       time.Duration
 	maxRecvBytes   int
 	shutdown       time.Duration
+	parallelism    int
 }
 
 func (o *options) validate() error {
@@ -78,6 +79,8 @@ func (o *options) validate() error {
 		return usageError{errors.New("--request-timeout, --down-after and --shutdown-timeout must be positive, --hold-down not negative")}
 	case o.maxRecvBytes < 0:
 		return usageError{errors.New("--max-recv-bytes must not be negative")}
+	case o.parallelism < 1 || o.parallelism > mover.MaxParallelism:
+		return usageError{fmt.Errorf("--move-parallelism %d is not in 1-%d", o.parallelism, mover.MaxParallelism)}
 	}
 	return nil
 }
@@ -138,6 +141,7 @@ Every flag is also an environment variable: --data-dir is SLOTD_DATA_DIR.`,
 	f.DurationVar(&o.holdDown, "hold-down", directory.DefaultHoldDown, "a node that came back stays down this long (flap damping)")
 	f.IntVar(&o.maxRecvBytes, "max-recv-bytes", auth.DefaultMaxRecvMsgSize, "largest gRPC request accepted, in bytes")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "how long shutdown waits for RPCs before cutting them")
+	f.IntVar(&o.parallelism, "move-parallelism", 1, "moves of a plan the mover runs at once (in waves); 1 moves one slot at a time. The throttle stays per donor")
 	flagenv.Annotate(f, envPrefix)
 	return cmd
 }
@@ -228,6 +232,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) (err error) {
 	}
 	exe, err := mover.NewExecutor(mover.ExecutorConfig{
 		Directory: dir, Control: ctl, Etcd: cli, Stores: pool, Name: o.name, Logger: lg, Registerer: reg,
+		Parallelism: o.parallelism,
 	})
 	if err != nil {
 		return err
