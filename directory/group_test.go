@@ -135,7 +135,7 @@ func TestGroupCommit(t *testing.T) {
 			}
 			// Queued: every update but the releasing one, in groups of
 			// maxGroup; then the releasing one (SetThrottle) with the rest.
-			txns := int64((n+1+maxGroup-1)/maxGroup)
+			txns := int64((n + 1 + maxGroup - 1) / maxGroup)
 			if got := revision(t, c) - rev0; got != txns {
 				t.Errorf("%d etcd revisions for %d updates, want %d (group commit)", got, n+1, txns)
 			}

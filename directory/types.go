@@ -200,10 +200,20 @@ func (s *Snapshot) Counts() map[string]int {
 	for _, n := range s.Nodes {
 		out[n.ID] = 0
 	}
+	// Count by owner index first: a map lookup per slot costs more than
+	// the rest of a watcher's work per version.
+	top := 0
+	for idx := range s.byIdx {
+		top = max(top, int(idx))
+	}
+	per := make([]int, top+1)
 	for _, o := range s.owners {
-		if i, ok := s.byIdx[o]; ok {
-			out[s.Nodes[i].ID]++
+		if int(o) <= top {
+			per[o]++
 		}
+	}
+	for idx, i := range s.byIdx {
+		out[s.Nodes[i].ID] = per[idx]
 	}
 	return out
 }

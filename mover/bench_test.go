@@ -240,13 +240,20 @@ func testutilValue(c prometheus.Collector) float64 { return testutil.ToFloat64(c
 
 // BenchmarkRebalance3to4 is the whole plan of issue 6: 100,000 keys of
 // 100 bytes over three nodes, a writer running, a fourth node added and
-// the full plan applied. It fails on a lost write, on counts off target
+// the full plan applied, one move at a time and in waves of 16. It fails
+// on a lost write, on counts off target
 // or on more moves than the minimum, and reports the cutover pause
 // quantiles (upper bounds of the histogram buckets).
 func BenchmarkRebalance3to4(b *testing.B) {
+	for _, par := range []int{1, 16} {
+		b.Run(fmt.Sprintf("parallelism=%d", par), func(b *testing.B) { benchRebalance3to4(b, par) })
+	}
+}
+
+func benchRebalance3to4(b *testing.B, parallelism int) {
 	for b.Loop() {
 		c := newClusterTB(b, 3)
-		e, _ := c.startExecutor("bench")
+		e, _ := c.startExecutorWith("bench", func(cfg *ExecutorConfig) { cfg.Parallelism = parallelism })
 		if err := c.ctl.SetThrottle(c.ctx, 0, "bench"); err != nil {
 			b.Fatal(err)
 		}

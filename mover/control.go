@@ -1,11 +1,13 @@
 package mover
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/slotd/slotd/directory"
@@ -48,6 +50,19 @@ type Control struct {
 	sizes SizeSource
 	lg    *slog.Logger
 	now   func() time.Time
+
+	// decoded keeps the last decoded form of each plan record: a plan of
+	// thousands of moves takes tens of milliseconds to decode, and
+	// `slotctl apply --wait` asks for it three times a second while the
+	// record itself changes only on state changes (progress is a separate
+	// small record).
+	decodedMu sync.Mutex
+	decoded   map[string]decodedPlan
+}
+
+type decodedPlan struct {
+	raw  []byte
+	plan *Plan
 }
 
 // ControlConfig configures a Control.
@@ -236,13 +251,35 @@ func (c *Control) Get(ctx context.Context, id string) (*Plan, error) {
 		}
 		return nil, err
 	}
-	p, err := decodePlan(b)
+	p, err := c.decode(id, b)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.readProgress(ctx, p); err != nil {
 		c.lg.Warn("plan progress unreadable; showing the plan record alone", "plan", id, "err", err)
 	}
+	return p, nil
+}
+
+// decode returns a private copy of the plan record b of plan id, decoding
+// it only when it differs from the record last decoded.
+func (c *Control) decode(id string, b []byte) (*Plan, error) {
+	c.decodedMu.Lock()
+	d, ok := c.decoded[id]
+	c.decodedMu.Unlock()
+	if ok && bytes.Equal(d.raw, b) {
+		return d.plan.clone(), nil
+	}
+	p, err := decodePlan(b)
+	if err != nil {
+		return nil, err
+	}
+	c.decodedMu.Lock()
+	if c.decoded == nil || len(c.decoded) >= 64 {
+		c.decoded = map[string]decodedPlan{} // plans are few; forget them all now and then
+	}
+	c.decoded[id] = decodedPlan{raw: b, plan: p.clone()}
+	c.decodedMu.Unlock()
 	return p, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -1013,14 +1015,9 @@ func (e *Executor) recordMove(ctx context.Context, p *Plan, moveID string, st Mo
 	}
 	e.recMu.Lock()
 	defer e.recMu.Unlock()
-	i := -1
-	for k := range p.Moves {
-		if fmt.Sprintf("%s.%d", p.ID, k) == moveID {
-			i = k
-			break
-		}
-	}
-	if i < 0 {
+	// Move ids are "<plan id>.<index>" (runMove names them).
+	i, err := strconv.Atoi(strings.TrimPrefix(moveID, p.ID+"."))
+	if err != nil || i < 0 || i >= len(p.Moves) || !strings.HasPrefix(moveID, p.ID+".") {
 		return nil
 	}
 	d := done{status: st, msg: msg, at: time.Now().UTC()}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/slotd/slotd/mover/planner"
@@ -109,6 +111,18 @@ type Plan struct {
 	AbortCurrent bool `json:"abort_current,omitempty"`
 	// Error says why the plan paused or failed on its own.
 	Error string `json:"error,omitempty"`
+}
+
+// clone returns a deep copy of p.
+func (p *Plan) clone() *Plan {
+	q := *p
+	q.Moves = slices.Clone(p.Moves)
+	q.Nodes = slices.Clone(p.Nodes)
+	q.Edits.Add = slices.Clone(p.Edits.Add)
+	q.Edits.Drain = slices.Clone(p.Edits.Drain)
+	q.Edits.Weights = maps.Clone(p.Edits.Weights)
+	q.PrevWeights = maps.Clone(p.PrevWeights)
+	return &q
 }
 
 // Progress counts the moves and bytes of a plan by status.
