@@ -8,17 +8,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/slotd/slotd/slots"
 )
 
-// fenceFile is the name, inside Config.StateDir, of the file that holds the
-// fenced slots, one "slot version move_id" line each. It is replaced
-// atomically (write, fsync, rename, fsync dir) on every change, which is
-// rare: a fence happens once per move.
+// fenceFile is the name, inside Config.StateDir, of the file that held the
+// fenced slots, one "slot version move_id" line each, before the state log
+// (statelog.go); it is read once to move it into the log.
 const fenceFile = "fences"
 
 // FenceInfo says why a slot is fenced.
@@ -60,23 +58,6 @@ func loadFences(dir string) (map[slots.Slot]FenceInfo, error) {
 		out[s] = fi
 	}
 	return out, nil
-}
-
-// saveFences persists fences. It always syncs, even with Config.NoSync:
-// losing a fence on a crash could let a node accept writes for a slot it
-// handed off.
-func saveFences(dir string, fences map[slots.Slot]FenceInfo) error {
-	keys := make([]int, 0, len(fences))
-	for s := range fences {
-		keys = append(keys, s.Int())
-	}
-	slices.Sort(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		fi := fences[slots.MustNew(k)]
-		fmt.Fprintf(&b, "%d %d %s\n", k, fi.Version, fi.MoveID)
-	}
-	return writeFileAtomic(dir, fenceFile, []byte(b.String()), true)
 }
 
 func writeFileAtomic(dir, name string, data []byte, sync bool) error {

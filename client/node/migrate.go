@@ -74,22 +74,25 @@ func (n *Node) setFence(s slots.Slot, on bool, fi FenceInfo) error {
 	if _, was := n.fences[s]; was == on {
 		return nil
 	}
-	next := make(map[slots.Slot]FenceInfo, len(n.fences)+1)
-	for k, v := range n.fences {
-		next[k] = v
-	}
+	// Persist first, always synced (even with Config.NoSync): a fence must
+	// never be in force only in memory, and one lost in a crash could let
+	// the node accept writes for a slot it handed off.
+	var err error
 	if on {
-		next[s] = fi
+		err = n.state.set(slotKey(fencePrefix, s), fenceValue(fi), true)
 	} else {
-		delete(next, s)
+		err = n.state.delete(slotKey(fencePrefix, s), true)
 	}
-	// Persist first: a fence must never be in force only in memory.
-	if err := saveFences(n.cfg.StateDir, next); err != nil {
+	if err != nil {
 		return err
 	}
-	n.fences = next
+	if on {
+		n.fences[s] = fi
+	} else {
+		delete(n.fences, s)
+	}
 	n.fenced[s.Int()].Store(on)
-	n.m.fenced.Set(float64(len(next)))
+	n.m.fenced.Set(float64(len(n.fences)))
 	return nil
 }
 
@@ -361,7 +364,7 @@ func (n *Node) saveImport(s slots.Slot, st *ImportState) error {
 	if err != nil {
 		return fmt.Errorf("node: encode import state: %w", err)
 	}
-	return writeFileAtomic(n.cfg.StateDir, filepath.Base(importPath(n.cfg.StateDir, s)), b, !n.cfg.NoSync)
+	return n.state.set(slotKey(importPrefix, s), string(b), !n.cfg.NoSync)
 }
 
 // ImportStatus returns how far imports of slot s for moveID got; the zero
@@ -396,7 +399,7 @@ func (n *Node) cancelDrop(s slots.Slot) error {
 	n.dropMu.Lock()
 	defer n.dropMu.Unlock()
 	delete(n.dropping, s)
-	if err := saveDrops(n.cfg.StateDir, n.dropping); err != nil {
+	if err := n.state.delete(slotKey(dropPrefix, s), true); err != nil {
 		return fmt.Errorf("node: cancel drop of slot %d: %w", s.Int(), err)
 	}
 	n.lg.Info("slot drop taken over by an import", "slot", s.Int())
@@ -673,7 +676,7 @@ func (n *Node) Drop(ctx context.Context, s slots.Slot, version uint64, bytesPerS
 	n.dropping[s] = bytesPerSec
 	// Persisted so that a restart finishes the drop: the mover considers
 	// it started and will not ask again.
-	if err := saveDrops(n.cfg.StateDir, n.dropping); err != nil {
+	if err := n.state.set(slotKey(dropPrefix, s), strconv.FormatInt(bytesPerSec, 10), true); err != nil {
 		delete(n.dropping, s)
 		n.dropMu.Unlock()
 		smu.Unlock()
@@ -686,9 +689,9 @@ func (n *Node) Drop(ctx context.Context, s slots.Slot, version uint64, bytesPerS
 	n.impMu.Lock()
 	delete(n.imports, s)
 	n.impMu.Unlock()
-	err = os.Remove(importPath(n.cfg.StateDir, s))
+	err = n.state.delete(slotKey(importPrefix, s), !n.cfg.NoSync)
 	smu.Unlock()
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err != nil {
 		return false, fmt.Errorf("node: forget import of slot %d: %w", s.Int(), err)
 	}
 	if err := n.EndCapture(ctx, s, ""); err != nil {
@@ -745,7 +748,7 @@ func (n *Node) runDrops(ctx context.Context) {
 		}
 		n.dropMu.Lock()
 		delete(n.dropping, s)
-		err := saveDrops(n.cfg.StateDir, n.dropping)
+		err := n.state.delete(slotKey(dropPrefix, s), true)
 		n.dropMu.Unlock()
 		if err != nil {
 			// The slot is empty; a restart would only redo an empty drop.
@@ -788,7 +791,8 @@ func (n *Node) dropSlot(ctx context.Context, s slots.Slot, bps int64) error {
 	}
 }
 
-// dropFile holds the drops in progress, one "slot bytes_per_second" line each.
+// dropFile held the drops in progress, one "slot bytes_per_second" line
+// each, before the state log; it is read once to move it into the log.
 const dropFile = "drops"
 
 func loadDrops(dir string) (map[slots.Slot]int64, error) {
@@ -823,12 +827,4 @@ func loadDrops(dir string) (map[slots.Slot]int64, error) {
 		out[s] = r
 	}
 	return out, nil
-}
-
-func saveDrops(dir string, drops map[slots.Slot]int64) error {
-	var b strings.Builder
-	for s, r := range drops {
-		fmt.Fprintf(&b, "%d %d\n", s.Int(), r)
-	}
-	return writeFileAtomic(dir, dropFile, []byte(b.String()), true)
 }

@@ -110,8 +110,11 @@ type Node struct {
 	fenced [slots.Count]atomic.Bool // written under slotMu and fenceMu
 	writes [slots.Count]atomic.Uint64
 
-	fenceMu sync.Mutex // guards fences and the fence file
+	fenceMu sync.Mutex // guards fences and their records
 	fences  map[slots.Slot]FenceInfo
+
+	// state persists fences, drops and import progress (see statelog.go).
+	state *stateLog
 
 	capMu    sync.Mutex // guards captures
 	captures map[slots.Slot]*capture
@@ -140,29 +143,18 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("node: create state dir: %w", err)
 	}
-	fences, err := loadFences(cfg.StateDir)
-	if err != nil {
-		return nil, err
-	}
 	caps, err := loadCaptures(cfg.StateDir, !cfg.NoSync)
 	if err != nil {
 		return nil, err
 	}
-	closeCaps := func() {
+	st, err := loadState(cfg.StateDir)
+	if err != nil {
 		for _, c := range caps {
 			c.close()
 		}
-	}
-	imports, err := loadImports(cfg.StateDir)
-	if err != nil {
-		closeCaps()
 		return nil, err
 	}
-	drops, err := loadDrops(cfg.StateDir)
-	if err != nil {
-		closeCaps()
-		return nil, err
-	}
+	fences, imports, drops := st.fences, st.imports, st.drops
 	n := &Node{
 		cfg:      cfg,
 		store:    cfg.Store,
@@ -173,6 +165,7 @@ func New(cfg Config) (*Node, error) {
 		captures: caps,
 		imports:  imports,
 		dropping: drops,
+		state:    st.log,
 		dropWake: make(chan struct{}, 1),
 	}
 	for s := range fences {
@@ -204,6 +197,7 @@ func (n *Node) Close() error {
 	for _, c := range n.captures {
 		errs = append(errs, c.close())
 	}
+	errs = append(errs, n.state.close())
 	return errors.Join(errs...)
 }
 

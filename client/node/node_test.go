@@ -287,6 +287,10 @@ func TestCorruptStateIsRefused(t *testing.T) {
 		{"capture without header", "capture-5.log", "\x00\x00\x00\x0a\x00\x00\x00\x00garbage..."},
 		{"import state", "import-5.json", "{"},
 		{"drop file", dropFile, "5\n"},
+		{"state log line", stateLogFile, "00000000 fence/5 1 mv\n"},
+		{"state log fence value", stateLogFile, string(appendStateLine(nil, "fence/5", "x", false))},
+		{"state log slot", stateLogFile, string(appendStateLine(nil, "fence/16384", "1 mv", false))},
+		{"state log kind", stateLogFile, string(appendStateLine(nil, "other/5", "1", false))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
