@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,8 +31,8 @@ type Change struct {
 // Replaying is correct even though the scan saw some of those changes already,
 // because every change carries a full value.
 //
-// The log is an append-only file in the state dir, so a capture survives a
-// restart of the source: an export resumed from its cursor plus the changes
+// The log is an append-only file in the state dir, created with the first
+// change, so a capture with changes survives a restart of the source: an export resumed from its cursor plus the changes
 // after the last seen sequence still miss nothing. All changes stay in memory
 // too; a capture lives only for one move of one slot.
 type capture struct {
@@ -69,33 +70,39 @@ func capturePath(dir string, s slots.Slot) string {
 // change it applied never skips a change of a newer capture.
 func createCapture(dir string, s slots.Slot, moveID string, base uint64, sync bool) (*capture, error) {
 	c := &capture{id: moveID, base: base, slot: s, path: capturePath(dir, s), sync: sync, wake: make(chan struct{})}
-	_ = os.Remove(c.path) // an ended capture whose removal was interrupted
-	f, err := os.OpenFile(c.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
+	// An ended capture whose removal was interrupted must not be loaded as
+	// this one's log after a restart.
+	if err := os.Remove(c.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("node: start capture of slot %d: %w", s.Int(), err)
-	}
-	c.f = f
-	hdr := appendRecord(nil, base, recHeader, []byte(c.id), nil)
-	if _, err := f.Write(hdr); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("node: start capture of slot %d: %w", s.Int(), err)
-	}
-	// With sync on, the header is synced before the capture is reported:
-	// a capture the mover was told about still exists after a power loss.
-	// With sync off the store's own writes are not synced either, and a
-	// capture lost with them only makes the mover restart the copy
-	// (ErrCaptureLost), so the two fsyncs are saved from every move.
-	if sync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("node: start capture of slot %d: %w", s.Int(), err)
-		}
-		if err := syncDir(dir); err != nil {
-			f.Close()
-			return nil, err
-		}
 	}
 	return c, nil
+}
+
+// openLog creates the capture's log file, on the first change: most slots
+// of a rebalance see no write while they move, and creating and removing a
+// file for each cost a quarter of a rebalance's CPU on ext4. A capture
+// without a log that is lost in a restart is not silently wrong: the
+// mover's next Changes call finds no capture (ErrCaptureLost) and the move
+// restarts. With sync on, the header and the directory entry are synced
+// with the first change, before the write is acknowledged.
+func (c *capture) openLog() error {
+	f, err := os.OpenFile(c.path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("node: create change log of slot %d: %w", c.slot.Int(), err)
+	}
+	hdr := appendRecord(nil, c.base, recHeader, []byte(c.id), nil)
+	if _, err := f.Write(hdr); err != nil {
+		f.Close()
+		return fmt.Errorf("node: create change log of slot %d: %w", c.slot.Int(), err)
+	}
+	if c.sync {
+		if err := syncDir(filepath.Dir(c.path)); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	c.f = f
+	return nil
 }
 
 // loadCaptures opens every capture log in dir. A torn record at the end of a
@@ -225,6 +232,11 @@ func (c *capture) append(batch []Mutation) error {
 	if c.ended {
 		return nil
 	}
+	if c.f == nil {
+		if err := c.openLog(); err != nil {
+			return err
+		}
+	}
 	next := c.base + uint64(len(c.changes)) + 1
 	var buf []byte
 	for i, m := range batch {
@@ -330,9 +342,12 @@ func (c *capture) end() error {
 	c.ended = true
 	close(c.wake)
 	c.changes = nil
-	err := c.f.Close()
-	if rerr := os.Remove(c.path); rerr != nil && err == nil {
-		err = rerr
+	var err error
+	if c.f != nil {
+		err = c.f.Close()
+		if rerr := os.Remove(c.path); rerr != nil && err == nil {
+			err = rerr
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("node: end capture of slot %d: %w", c.slot.Int(), err)
@@ -349,5 +364,8 @@ func (c *capture) close() error {
 	}
 	c.ended, c.closed = true, true
 	close(c.wake)
+	if c.f == nil {
+		return nil
+	}
 	return c.f.Close()
 }

@@ -473,3 +473,32 @@ func TestDropResumesAfterRestart(t *testing.T) {
 		t.Fatal("fence not lifted after the drop")
 	}
 }
+
+// TestEmptyCaptureLostInRestartIsReported: a capture that saw no write has
+// no log file; after a restart it is gone, and the mover is told so
+// (ErrCaptureLost makes it restart the move), never handed an empty,
+// silently incomplete change stream.
+func TestEmptyCaptureLostInRestartIsReported(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	st := newMemStore()
+	n := newTestNode(t, st, m, dir)
+	s := slots.ForString("{e}:1")
+	base, err := n.StartCapture(ctx, s, "mv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(capturePath(dir, s)); !os.IsNotExist(err) {
+		t.Fatalf("a capture without changes has a log file (%v)", err)
+	}
+	n.Close()
+	n2 := newTestNode(t, st, m, dir)
+	if err := n2.Write(ctx, []byte("{e}:1"), put("{e}:1", "after restart")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n2.Changes(ctx, s, "mv", base, 0, false); !errors.Is(err, ErrCaptureLost) {
+		t.Fatalf("changes of a capture lost in a restart: %v, want ErrCaptureLost", err)
+	}
+}

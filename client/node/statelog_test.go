@@ -156,8 +156,8 @@ func TestStateLogCompacts(t *testing.T) {
 func TestStateFilesMigrate(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{
-		fenceFile:       "12 7 m-a\n40 8\n",
-		dropFile:        "13 1000\n",
+		fenceFile:        "12 7 m-a\n40 8\n",
+		dropFile:         "13 1000\n",
 		"import-14.json": `{"MoveID":"m-b","LastBatchSeq":3,"SnapshotDone":true}`,
 	}
 	for name, content := range files {
