@@ -245,7 +245,7 @@ func testutilValue(c prometheus.Collector) float64 { return testutil.ToFloat64(c
 // or on more moves than the minimum, and reports the cutover pause
 // quantiles (upper bounds of the histogram buckets).
 func BenchmarkRebalance3to4(b *testing.B) {
-	for _, par := range []int{1, 16} {
+	for _, par := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("parallelism=%d", par), func(b *testing.B) { benchRebalance3to4(b, par) })
 	}
 }

@@ -32,7 +32,9 @@ type config struct {
 	emptyMoves     int
 	// rebalanceDurable runs item 3's slotkv nodes with fsync on disk.
 	rebalanceDurable bool
-	items            map[string]bool
+	// rebalanceParallelism is slotd's --move-parallelism in item 3.
+	rebalanceParallelism int
+	items                map[string]bool
 }
 
 type row struct{ name, ours, peer, ratio, cmd string }
@@ -69,6 +71,7 @@ func main() {
 	flag.IntVar(&c.rebalanceKeys, "rebalance-keys", 200_000, "item 3: keys of 100 B over the cluster")
 	flag.IntVar(&c.runs, "runs", 3, "item 2: runs per case (the median is reported)")
 	flag.IntVar(&c.emptyMoves, "empty-moves", 30, "item 3: empty-slot moves each way")
+	flag.IntVar(&c.rebalanceParallelism, "rebalance-parallelism", 16, "item 3: slotd --move-parallelism (1 is slotd's default: one move at a time)")
 	flag.BoolVar(&c.rebalanceDurable, "rebalance-durable", false, "item 3: slotkv --fsync=true on disk (default: fsync off on tmpfs, our fastest)")
 	flag.StringVar(&items, "items", "2,3,4,5,6", "items of issue 10 to run (4 and 5 need 2)")
 	flag.Parse()

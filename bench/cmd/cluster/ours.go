@@ -47,17 +47,19 @@ func (c *ourCluster) slotctl(ctx context.Context, args ...string) (string, error
 	return run(ctx, filepath.Join(c.bin, "slotctl"), append([]string{"--endpoints", c.slotdAddr}, args...)...)
 }
 
-// startOurs starts slotd with its etcd in etcdDir and nodes n1..nN, and
-// bootstraps the directory over the first `initial` of them.
-func startOurs(ctx context.Context, ps *procs, bin, etcdDir, dataDir string, n, initial int, fsync bool) (*ourCluster, error) {
+// startOurs starts slotd (with slotdArgs added to its flags) with its etcd
+// in etcdDir and nodes n1..nN, and bootstraps the directory over the first
+// `initial` of them.
+func startOurs(ctx context.Context, ps *procs, bin, etcdDir, dataDir string, n, initial int, fsync bool, slotdArgs ...string) (*ourCluster, error) {
 	pp, err := freePorts(4)
 	if err != nil {
 		return nil, err
 	}
 	c := &ourCluster{ps: ps, bin: bin, dataDir: dataDir, nodes: map[string]*ourNode{},
 		slotdAddr: fmt.Sprintf("127.0.0.1:%d", pp[0]), slotdHTTP: fmt.Sprintf("127.0.0.1:%d", pp[1])}
-	if _, err := ps.start("slotd", filepath.Join(bin, "slotd"), "--data-dir", etcdDir, "--listen", c.slotdAddr, "--http", c.slotdHTTP,
-		"--etcd-client-url", fmt.Sprintf("127.0.0.1:%d", pp[2]), "--etcd-peer-url", fmt.Sprintf("127.0.0.1:%d", pp[3]), "--log-level", "warn"); err != nil {
+	flags := append([]string{"--data-dir", etcdDir, "--listen", c.slotdAddr, "--http", c.slotdHTTP,
+		"--etcd-client-url", fmt.Sprintf("127.0.0.1:%d", pp[2]), "--etcd-peer-url", fmt.Sprintf("127.0.0.1:%d", pp[3]), "--log-level", "warn"}, slotdArgs...)
+	if _, err := ps.start("slotd", filepath.Join(bin, "slotd"), flags...); err != nil {
 		return nil, err
 	}
 	if err := poll(ctx, 60*time.Second, 200*time.Millisecond, "slotd", func() error { _, err := c.slotctl(ctx, "status"); return err }); err != nil {

@@ -65,7 +65,8 @@ func itemRebalance(ctx context.Context, c *config, shm string, w io.Writer) erro
 		kvDir = filepath.Join(c.tmp, "kv3")
 	}
 	logf("item 3: ours: slotd + 3 slotkv + 1 empty (slotkv durable on disk: %v)", c.rebalanceDurable)
-	oc, err := startOurs(ctx, ps, c.bin, filepath.Join(shm, "slotd3"), kvDir, 4, 3, c.rebalanceDurable)
+	oc, err := startOurs(ctx, ps, c.bin, filepath.Join(shm, "slotd3"), kvDir, 4, 3, c.rebalanceDurable,
+		"--move-parallelism", strconv.Itoa(c.rebalanceParallelism))
 	if err != nil {
 		return err
 	}
@@ -132,11 +133,11 @@ func itemRebalance(ctx context.Context, c *config, shm string, w io.Writer) erro
 	fmt.Fprintf(w, "Redis: three masters loaded, an empty fourth added with `redis-cli --cluster add-node`, then the rebalance command timed (its default `--cluster-pipeline` 10). "+
 		"Ours: three slotkv nodes loaded through the SDK, a fourth registered, then `slotctl rebalance --yes` timed (plan + apply + wait; "+
 		"its wait polls every 300 ms). Settings of our figure: %s, slotd's embedded etcd on tmpfs (/dev/shm: each move waits for a few etcd commits), "+
-		"throttle unlimited, moves one at a time (the executor's only mode). Empty-slot moves: Admin.Move to the SDK's map showing the new owner, before the load, %d slots n1 -> n2 and back. "+
-		"Ratio = Redis / ours. 1-minute load average at the start: %s.\n\n", kvSettings, len(empty), load)
+		"throttle unlimited, slotd `--move-parallelism %d` (its default is 1, one move at a time: `-rebalance-parallelism 1` measures that). Empty-slot moves: Admin.Move to the SDK's map showing the new owner, before the load, %d slots n1 -> n2 and back. "+
+		"Ratio = Redis / ours. 1-minute load average at the start: %s.\n\n", kvSettings, c.rebalanceParallelism, len(empty), load)
 	rows := []row{
 		{fmt.Sprintf("rebalance 3 -> 4 (ours %d slots, Redis %d slots)", ourMoved, redisMoved), fmtDur(ourTook), fmtDur(redisTook), ratio(redisTook.Seconds(), ourTook.Seconds()),
-			"`slotctl rebalance --yes`; `redis-cli --cluster rebalance 127.0.0.1:PORT --cluster-use-empty-masters`"},
+			fmt.Sprintf("`slotd --move-parallelism %d`, `slotctl rebalance --yes`; `redis-cli --cluster rebalance 127.0.0.1:PORT --cluster-use-empty-masters`; `cd bench && go run ./cmd/cluster -items 3 -rebalance-parallelism %d`", c.rebalanceParallelism, c.rebalanceParallelism)},
 		{"per moved slot, whole rebalance / slots", fmtDur(ourTook / time.Duration(max(1, ourMoved))), fmtDur(redisTook / time.Duration(max(1, redisMoved))),
 			ratio(redisTook.Seconds()/float64(max(1, redisMoved)), ourTook.Seconds()/float64(max(1, ourMoved))), "same"},
 		{"empty-slot move end to end (per-slot control overhead), p50 / p99", fmtDur(quantile(empty, 0.5)) + " / " + fmtDur(quantile(empty, 0.99)), "-", "-",
