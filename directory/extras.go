@@ -132,6 +132,21 @@ func (d *Directory) PlanIDs(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+// Plans returns every stored plan record by id, in one read.
+func (d *Directory) Plans(ctx context.Context) (map[string][]byte, error) {
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := d.cli.Get(rctx, d.k.plansPrefix(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fromEtcd(ctx, "list plans", err)
+	}
+	out := make(map[string][]byte, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key[len(d.k.plansPrefix()):])] = kv.Value
+	}
+	return out, nil
+}
+
 // DeletePlan removes the plan stored under id; deleting a missing plan is
 // not an error.
 func (d *Directory) DeletePlan(ctx context.Context, id string) error {

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -342,4 +343,71 @@ func histQuantile(b *testing.B, h prometheus.Histogram, q float64) float64 {
 		}
 	}
 	return math.Inf(1)
+}
+
+// BenchmarkOperatorMove measures what `slotctl move SLOT --to ID` costs end
+// to end inside slotd: Control.MoveSlot (a one-move plan stored and
+// applied) until the directory shows the new owner, with the elected
+// executor picking the plan up from its watch. Empty slots.
+func BenchmarkOperatorMove(b *testing.B) {
+	c := newClusterTB(b, 2)
+	c.startExecutorWith("bench", func(cfg *ExecutorConfig) { cfg.Verify = false })
+	if err := c.ctl.SetThrottle(c.ctx, 0, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	snap, _ := c.dir.Snapshot(c.ctx)
+	mine := snap.SlotsOf("n1")
+	var todo []slots.Slot
+	for s := range mine.All() {
+		todo = append(todo, s)
+	}
+	changed := make(chan *directory.Snapshot, 64)
+	wctx, cancel := context.WithCancel(c.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = c.dir.Watch(wctx, snap.Version, func(s *directory.Snapshot) error {
+			select {
+			case changed <- s:
+			case <-wctx.Done():
+			}
+			return nil
+		})
+	}()
+	defer func() { cancel(); wg.Wait() }()
+	var totals, applied, begun []time.Duration
+	i := 0
+	for b.Loop() {
+		s := todo[i]
+		i++
+		start := time.Now()
+		p, err := c.ctl.MoveSlot(c.ctx, s.Int(), "n2", "bench", "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		applied = append(applied, time.Since(start))
+		var tBegun time.Duration
+		for seen := false; !seen; {
+			select {
+			case snap := <-changed:
+				if _, ok := snap.Move(s); ok && tBegun == 0 {
+					tBegun = time.Since(start)
+					begun = append(begun, tBegun)
+				}
+				seen = snap.Owner(s) == "n2"
+			case <-time.After(time.Minute):
+				b.Fatalf("slot %d never moved", s.Int())
+			}
+		}
+		totals = append(totals, time.Since(start))
+		c.waitPlan(p.ID, StateDone)
+	}
+	b.ReportMetric(float64(quantile(totals, 0.5).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(quantile(totals, 0.99).Microseconds())/1000, "p99-ms")
+	// Where it goes: the plan stored, the move begun (seen by a watcher).
+	b.ReportMetric(float64(quantile(applied, 0.5).Microseconds())/1000, "stored-p50-ms")
+	if len(begun) > 0 {
+		b.ReportMetric(float64(quantile(begun, 0.5).Microseconds())/1000, "begun-p50-ms")
+	}
 }

@@ -2,11 +2,13 @@ package mover
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -283,25 +285,31 @@ func (c *Control) decode(id string, b []byte) (*Plan, error) {
 	return p, nil
 }
 
-// List returns every stored plan, oldest first.
+// List returns every stored plan, oldest first, from one read of the
+// records (Apply asks for it, to find the active plan).
 func (c *Control) List(ctx context.Context) ([]*Plan, error) {
-	ids, err := c.dir.PlanIDs(ctx)
+	recs, err := c.dir.Plans(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []*Plan
-	for _, id := range ids {
+	for id, b := range recs {
 		if isProgressID(id) {
 			continue
 		}
-		p, err := c.Get(ctx, id)
+		p, err := c.decode(id, b)
 		if err != nil {
 			c.lg.Warn("unreadable plan record", "plan", id, "err", err)
 			continue
 		}
+		if prog, ok := recs[id+progressSuffix]; ok {
+			if err := mergeProgress(p, prog); err != nil {
+				c.lg.Warn("plan progress unreadable; showing the plan record alone", "plan", id, "err", err)
+			}
+		}
 		out = append(out, p)
 	}
-	slices.SortStableFunc(out, func(a, b *Plan) int { return a.Created.Compare(b.Created) })
+	slices.SortFunc(out, func(a, b *Plan) int { return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID)) })
 	return out, nil
 }
 
@@ -311,12 +319,16 @@ func (c *Control) Active(ctx context.Context) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	return activeOf(plans), nil
+}
+
+func activeOf(plans []*Plan) *Plan {
 	for _, p := range plans {
 		if p.State.Active() {
-			return p, nil
+			return p
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // update rewrites a stored plan by compare-and-swap.
@@ -345,16 +357,22 @@ func (c *Control) update(ctx context.Context, id string, edit func(*Plan) error)
 // makes its node edits and marks it applying; the executor takes it from
 // there. One plan at a time.
 func (c *Control) Apply(ctx context.Context, id, operator string) (*Plan, error) {
-	p, err := c.Get(ctx, id)
+	if isProgressID(id) {
+		return nil, fmt.Errorf("apply: %w: no plan %q", ErrNotFound, id)
+	}
+	plans, err := c.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
+	i := slices.IndexFunc(plans, func(q *Plan) bool { return q.ID == id })
+	if i < 0 {
+		return nil, fmt.Errorf("apply: %w: no plan %q; list plans with slotctl status", ErrNotFound, id)
+	}
+	p := plans[i]
 	if p.State != StateProposed {
 		return nil, fmt.Errorf("apply: %w: plan %s is %s; only a proposed plan can be applied", ErrPrecondition, id, p.State)
 	}
-	if act, err := c.Active(ctx); err != nil {
-		return nil, fmt.Errorf("apply: %w", err)
-	} else if act != nil {
+	if act := activeOf(plans); act != nil {
 		return nil, fmt.Errorf("apply: %w: plan %s is %s; wait for it, or slotctl cancel it first", ErrPrecondition, act.ID, act.State)
 	}
 	snap, err := c.dir.Snapshot(ctx)
@@ -377,6 +395,7 @@ func (c *Control) Apply(ctx context.Context, id, operator string) (*Plan, error)
 	if err := c.makeEdits(ctx, snap, p.Edits, operator, "plan "+id); err != nil {
 		return nil, fmt.Errorf("apply plan %s: %w", id, err)
 	}
+	var applied *Plan
 	err = c.update(ctx, id, func(q *Plan) error {
 		if q.State != StateProposed {
 			return fmt.Errorf("%w: plan %s became %s meanwhile", ErrPrecondition, id, q.State)
@@ -385,13 +404,14 @@ func (c *Control) Apply(ctx context.Context, id, operator string) (*Plan, error)
 		if len(prev) > 0 {
 			q.PrevWeights = prev
 		}
+		applied = q
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
 	c.lg.Info("plan applied", "plan", id, "moves", len(p.Moves), "operator", operator)
-	return c.Get(ctx, id)
+	return applied, nil
 }
 
 // makeEdits registers added nodes, drains and reweights, each idempotent.
@@ -619,10 +639,21 @@ func (c *Control) MoveSlot(ctx context.Context, slot int, to, operator, reason s
 		Moves: []PlannedMove{{Slot: slot, From: from, To: to, Reason: reason, Status: MovePending}},
 	}
 	p.Nodes = afterMoves(snap, nil, p.Moves, nil)
+	// One move from the owner to an active node fits the table it was
+	// made on by construction, and there are no node edits: the plan is
+	// stored applying at once, instead of stored and then applied (two
+	// more round trips and a decode, most of a move of an empty slot).
+	if act, err := c.Active(ctx); err != nil {
+		return nil, fmt.Errorf("move: %w", err)
+	} else if act != nil {
+		return nil, fmt.Errorf("move: %w: plan %s is %s; wait for it, or slotctl cancel it first", ErrPrecondition, act.ID, act.State)
+	}
+	p.State = StateApplying
 	if err := c.store(ctx, p); err != nil {
 		return nil, fmt.Errorf("move: %w", err)
 	}
-	return c.Apply(ctx, p.ID, operator)
+	c.lg.Info("plan applied", "plan", p.ID, "moves", 1, "operator", operator)
+	return p, nil
 }
 
 // SetThrottle stores the donor byte rate; the executor applies it to the
