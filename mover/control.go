@@ -52,6 +52,7 @@ type Control struct {
 	sizes SizeSource
 	lg    *slog.Logger
 	now   func() time.Time
+	keep  int // plans kept beyond the active one
 
 	// decoded keeps the last decoded form of each plan record: a plan of
 	// thousands of moves takes tens of milliseconds to decode, and
@@ -73,7 +74,15 @@ type ControlConfig struct {
 	Sizes     SizeSource           // optional
 	Logger    *slog.Logger
 	Now       func() time.Time
+	// KeepPlans is how many plans that are not applying or paused are
+	// kept (the newest; older ones are deleted as new plans are stored):
+	// every `slotctl move` and `slotctl plan` stores one, and status reads
+	// them all. Default DefaultKeepPlans.
+	KeepPlans int
 }
+
+// DefaultKeepPlans is ControlConfig.KeepPlans' default.
+const DefaultKeepPlans = 200
 
 // NewControl returns a Control over cfg.Directory.
 func NewControl(cfg ControlConfig) (*Control, error) {
@@ -86,7 +95,13 @@ func NewControl(cfg ControlConfig) (*Control, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Control{dir: cfg.Directory, sizes: cfg.Sizes, lg: cfg.Logger, now: cfg.Now}, nil
+	if cfg.KeepPlans == 0 {
+		cfg.KeepPlans = DefaultKeepPlans
+	}
+	if cfg.KeepPlans < 1 {
+		return nil, fmt.Errorf("%w: KeepPlans %d must be at least 1", ErrInvalid, cfg.KeepPlans)
+	}
+	return &Control{dir: cfg.Directory, sizes: cfg.Sizes, lg: cfg.Logger, now: cfg.Now, keep: cfg.KeepPlans}, nil
 }
 
 // PlanRequest asks for a plan.
@@ -184,7 +199,47 @@ func (c *Control) store(ctx context.Context, p *Plan) error {
 	if err != nil {
 		return fmt.Errorf("store plan %s: %w", p.ID, err)
 	}
+	c.prune(ctx)
 	return nil
+}
+
+// prune deletes the oldest plans, with their progress records, beyond the
+// newest c.keep that are not applying or paused. It reads the plans only
+// when the records outnumber the limit by a margin, so that storing a plan
+// does not read every plan each time; a failure is logged, not returned.
+func (c *Control) prune(ctx context.Context) {
+	ids, err := c.dir.PlanIDs(ctx)
+	if err != nil {
+		c.lg.Warn("list plans for retention", "err", err)
+		return
+	}
+	n := 0
+	for _, id := range ids {
+		if !isProgressID(id) {
+			n++
+		}
+	}
+	if n <= c.keep+c.keep/10+1 {
+		return
+	}
+	plans, err := c.List(ctx)
+	if err != nil {
+		c.lg.Warn("list plans for retention", "err", err)
+		return
+	}
+	plans = slices.DeleteFunc(plans, func(p *Plan) bool { return p.State.Active() })
+	for _, p := range plans[:max(0, len(plans)-c.keep)] { // oldest first
+		for _, id := range []string{p.ID, p.ID + progressSuffix} {
+			if err := c.dir.DeletePlan(ctx, id); err != nil {
+				c.lg.Warn("delete old plan", "plan", id, "err", err)
+				return
+			}
+		}
+		c.decodedMu.Lock()
+		delete(c.decoded, p.ID)
+		c.decodedMu.Unlock()
+		c.lg.Info("old plan deleted", "plan", p.ID, "state", p.State, "created", p.Created)
+	}
 }
 
 // Submit stores a plan from a plan file as proposed, after checking that it

@@ -678,3 +678,55 @@ func TestPauseAbortsParallelWave(t *testing.T) {
 	}
 	t.Logf("%d of the wave's moves aborted by the pause", aborted)
 }
+
+// TestOldPlansPruned: beyond KeepPlans, the oldest plans that are not
+// applying or paused are deleted as new ones are stored; the applying plan
+// is kept whatever its age.
+func TestOldPlansPruned(t *testing.T) {
+	c := newCluster(t, 3)
+	c.addNode("n4")
+	ctl, err := NewControl(ControlConfig{Directory: c.dir, Logger: testLogger(), KeepPlans: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	propose := func(moves int) *Plan {
+		p, err := ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: moves, Operator: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first := propose(1)
+	if _, err := ctl.Apply(c.ctx, first.ID, "test"); err != nil { // no executor: it stays applying
+		t.Fatal(err)
+	}
+	var ids []string
+	for m := 2; m <= 14; m++ {
+		ids = append(ids, propose(m).ID)
+	}
+	stored, err := c.dir.PlanIDs(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans := 0
+	for _, id := range stored {
+		if !isProgressID(id) {
+			plans++
+		}
+	}
+	// 3 kept + the margin before pruning (3/10+1) + the applying plan.
+	if plans > 3+1+1 {
+		t.Fatalf("%d plans stored with KeepPlans 3: %v", plans, stored)
+	}
+	if p, err := ctl.Get(c.ctx, first.ID); err != nil || p.State != StateApplying {
+		t.Fatalf("the applying plan: %v, %v; want it kept", p, err)
+	}
+	for _, id := range ids[len(ids)-3:] {
+		if _, err := ctl.Get(c.ctx, id); err != nil {
+			t.Errorf("one of the newest plans, %s: %v", id, err)
+		}
+	}
+	if _, err := ctl.Get(c.ctx, ids[0]); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the oldest proposal: %v, want ErrNotFound", err)
+	}
+}
