@@ -2,6 +2,7 @@ package slots
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/hex"
 	"os"
 	"path/filepath"
@@ -193,4 +194,62 @@ func BenchmarkForString(b *testing.B) {
 	for b.Loop() {
 		ForString(key)
 	}
+}
+
+// TestForKeyWordPath checks the 8-to-16-byte path against the reference
+// (tag rule, then xxhash64) at every length around it, with a '{' at every
+// position and with fill bytes a faulty word test would confuse with '{'.
+func TestForKeyWordPath(t *testing.T) {
+	ref := func(k []byte) Slot { return Slot{uint16(xxhash.Sum64(TaggedBytes(k)) & (Count - 1))} }
+	for n := 0; n <= 24; n++ {
+		for _, fill := range []byte{'a', 0x7a, 0x7c, 0xfb, 0x00, 0xff, 0x80, '}'} {
+			key := bytes.Repeat([]byte{fill}, n)
+			if got, want := ForKey(key), ref(key); got != want {
+				t.Errorf("ForKey(%d x %#x) = %d, want %d", n, fill, got.Int(), want.Int())
+			}
+			for i := range key {
+				for _, c := range []byte{'{', '}'} {
+					k := bytes.Clone(key)
+					k[i] = c
+					if i+2 < n {
+						k[i+2] = '}' // a tag of one byte when c is '{'
+					}
+					if got, want := ForKey(k), ref(k); got != want {
+						t.Errorf("ForKey(%q) = %d, want %d", k, got.Int(), want.Int())
+					}
+				}
+			}
+		}
+	}
+	for w, want := range map[uint64]bool{0: false, 0x7b: true, 0x7b00000000000000: true, 0x7a7c7a7c7a7c7a7c: false, 0xfbfbfbfbfbfbfbfb: false, 0x7b7b7b7b7b7b7b7b: true} {
+		if got := hasBrace(w); got != want {
+			t.Errorf("hasBrace(%#x) = %v, want %v", w, got, want)
+		}
+	}
+}
+
+// FuzzForKey: the fast paths agree with the reference on any key.
+func FuzzForKey(f *testing.F) {
+	for _, s := range []string{"", "user:0123456789a", "{a}b", "a{}b", "x{y", "12345678{}", "abcdefgh{i}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, key []byte) {
+		want := Slot{uint16(xxhash.Sum64(TaggedBytes(key)) & (Count - 1))}
+		if got := ForKey(key); got != want {
+			t.Fatalf("ForKey(%q) = %d, want %d", key, got.Int(), want.Int())
+		}
+		if got := ForString(string(key)); got != want {
+			t.Fatalf("ForString(%q) = %d, want %d", key, got.Int(), want.Int())
+		}
+	})
+}
+
+func BenchmarkFloorXXHash(b *testing.B) {
+	key := []byte("user:0123456789a")
+	b.ReportAllocs()
+	var sink uint64
+	for b.Loop() {
+		sink = xxhash.Sum64(key)
+	}
+	_ = sink
 }
