@@ -62,6 +62,14 @@ func ForKey(key []byte) Slot {
 	return Slot{uint16(xxhash.Sum64(TaggedBytes(key)) & (Count - 1))}
 }
 
+// load64 reads the first 8 bytes of s little-endian (one load: the
+// compiler merges the pattern).
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
 // hasBrace reports whether any byte of w is '{': the classic "has a zero
 // byte" test, (x - 0x01..01) &^ x & 0x80..80 != 0, of x = w ^ '{'*0x01..01,
 // exact for the question "is there any?".
@@ -72,6 +80,11 @@ func hasBrace(w uint64) bool {
 
 // ForString returns the slot of a key given as a string. It does not allocate.
 func ForString(key string) Slot {
+	if n := len(key); n >= 8 && n <= 16 {
+		if !hasBrace(load64(key)) && !hasBrace(load64(key[n-8:])) {
+			return Slot{uint16(xxhash.Sum64String(key) & (Count - 1))}
+		}
+	}
 	return Slot{uint16(xxhash.Sum64String(TaggedString(key)) & (Count - 1))}
 }
 

@@ -207,6 +207,9 @@ func TestForKeyWordPath(t *testing.T) {
 			if got, want := ForKey(key), ref(key); got != want {
 				t.Errorf("ForKey(%d x %#x) = %d, want %d", n, fill, got.Int(), want.Int())
 			}
+			if got, want := ForString(string(key)), ref(key); got != want {
+				t.Errorf("ForString(%d x %#x) = %d, want %d", n, fill, got.Int(), want.Int())
+			}
 			for i := range key {
 				for _, c := range []byte{'{', '}'} {
 					k := bytes.Clone(key)
@@ -216,6 +219,9 @@ func TestForKeyWordPath(t *testing.T) {
 					}
 					if got, want := ForKey(k), ref(k); got != want {
 						t.Errorf("ForKey(%q) = %d, want %d", k, got.Int(), want.Int())
+					}
+					if got, want := ForString(string(k)), ref(k); got != want {
+						t.Errorf("ForString(%q) = %d, want %d", k, got.Int(), want.Int())
 					}
 				}
 			}
