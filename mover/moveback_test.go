@@ -1,6 +1,7 @@
 package mover
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,4 +142,47 @@ func (m *slotMover) move(t *testing.T, from, to string, onBatch func()) (*direct
 		return nil
 	})
 	return mv, res.Version
+}
+
+// TestDropAfterRoundTrip moves a slot to n2 and back, then asks n2 to drop
+// its copy, as the executor does after a commit: n2 once received the slot
+// and must still drop it when it gives it away. (A finished import's state
+// made that drop look like the late drop of an older move; it was refused
+// and the copy stayed on n2 for good.)
+func TestDropAfterRoundTrip(t *testing.T) {
+	c := newCluster(t, 2)
+	m := newSlotMover(t, c)
+	keys := keysInSlots(map[int]bool{m.slot.Int(): true}, 20)
+	for _, k := range keys {
+		if err := c.put(c.ctx, k, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.move(t, "n1", "n2", nil)
+	back, v := m.move(t, "n2", "n1", nil)
+	n2, _ := c.pool.Client(c.nodes["n2"].addr)
+	resp, err := n2.DropSlot(c.ctx, &slotdv1.DropSlotRequest{Slot: uint32(m.slot.Int()), Version: v, MoveId: back.MoveID})
+	if err != nil {
+		t.Fatalf("drop on n2 after the slot went back: %v", err)
+	}
+	if !resp.GetStarted() {
+		t.Fatal("drop on n2 not started")
+	}
+	c.eventually(30*time.Second, "n2 drops its copy", func() error {
+		st, err := n2.SlotStats(c.ctx, &slotdv1.SlotStatsRequest{Slots: []uint32{uint32(m.slot.Int())}})
+		if err != nil {
+			return err
+		}
+		for _, x := range st.GetSlots() {
+			if x.GetKeys() > 0 {
+				return fmt.Errorf("%d keys left on n2", x.GetKeys())
+			}
+		}
+		return nil
+	})
+	for _, k := range keys {
+		if got, err := c.get(k); err != nil || string(got) != "v" {
+			t.Fatalf("%q = %q, %v after the round trip", k, got, err)
+		}
+	}
 }

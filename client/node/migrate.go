@@ -131,6 +131,22 @@ func (n *Node) StartCapture(ctx context.Context, s slots.Slot, moveID string) (s
 	if err != nil {
 		return 0, err
 	}
+	// A node exporting a slot it owns received it, if at all, by a move
+	// that is over: that import's state must go, or the drop that follows
+	// this move would be taken for the late drop of an older move and
+	// refused (see Drop), leaving the handed-off copy on disk for good.
+	if o, ok := n.cfg.Map.Owner(s); ok && o.ID == n.cfg.ID {
+		n.impMu.Lock()
+		_, had := n.imports[s]
+		delete(n.imports, s)
+		n.impMu.Unlock()
+		if had {
+			if err := n.state.delete(slotKey(importPrefix, s), !n.cfg.NoSync); err != nil {
+				c.end()
+				return 0, err
+			}
+		}
+	}
 	if n.Fenced(s) {
 		c.setFence(true)
 	}

@@ -502,3 +502,32 @@ func TestEmptyCaptureLostInRestartIsReported(t *testing.T) {
 		t.Fatalf("changes of a capture lost in a restart: %v, want ErrCaptureLost", err)
 	}
 }
+
+// TestDropAfterReceivingAndGivingBack: a node that received a slot (an
+// import) and later gives it away (an export) must drop its copy when asked
+// by that later move. The finished import's state used to make the drop
+// look like the late drop of an older move, so it was refused and the copy
+// stayed on disk for good.
+func TestDropAfterReceivingAndGivingBack(t *testing.T) {
+	ctx := context.Background()
+	st := newMemStore()
+	m := new(StaticMap)
+	s := slots.ForString("{back}")
+	m.SetAll("b", "127.0.0.1:2") // b owns everything; a receives s
+	n := newTestNode(t, st, m, t.TempDir())
+	key := []byte("{back}:1")
+	if _, _, err := n.ImportSnapshot(ctx, s, "move-in", SnapshotBatch{BatchSeq: 1, Entries: []Entry{{Key: key, Value: []byte("v")}}, SnapshotSeq: 1, Done: true}); err != nil {
+		t.Fatal(err)
+	}
+	m.Set("a", "127.0.0.1:1", s) // move-in committed
+	if _, err := n.StartCapture(ctx, s, "move-out"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Fence(ctx, s, "move-out", m.Version()); err != nil {
+		t.Fatal(err)
+	}
+	m.Set("b", "127.0.0.1:2", s) // move-out committed
+	if started, err := n.Drop(ctx, s, m.Version(), 1000, "move-out"); err != nil || !started {
+		t.Fatalf("drop asked by the move that took the slot away: started %v, err %v; want it started", started, err)
+	}
+}
