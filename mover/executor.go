@@ -127,8 +127,8 @@ type done struct {
 
 // cleanup is store-side work left after a move: dropping a handed-off or
 // partial copy, ending a capture. It is retried until it succeeds or the
-// leader changes (a new leader does not know it: the copy then stays on
-// disk, unowned and fenced, until dropped by hand; see the README).
+// leader changes; a new leader asks again for the moves committed in the
+// recent history (requeueDrops).
 type cleanup struct {
 	addr    string
 	slot    slots.Slot
@@ -283,7 +283,10 @@ func (e *Executor) lead(ctx context.Context) error {
 	g.Go(func() error {
 		return ignoreCanceled(e.dir.WatchThrottle(gctx, e.setThrottle))
 	})
-	g.Go(func() error { return e.cleanupLoop(gctx) })
+	g.Go(func() error {
+		e.requeueDrops(gctx)
+		return e.cleanupLoop(gctx)
+	})
 	if !e.cfg.DisableLiveness {
 		g.Go(func() error { return ignoreCanceled(e.dir.RunLiveness(gctx)) })
 	}
@@ -943,6 +946,58 @@ func (e *Executor) abort(ctx context.Context, mv directory.Move, src, dst storeE
 	e.m.moves.WithLabelValues("aborted").Inc()
 	e.lg.Warn("move aborted", "slot", mv.Slot.Int(), "from", mv.From, "to", mv.To, "move", mv.MoveID, "reason", reason)
 	return nil
+}
+
+// recentCommits is how much history a new leader reads back for copies
+// left behind by the previous one.
+const recentCommits = 1000
+
+// requeueDrops runs at the start of a term. The clean-ups a previous
+// leader queued died with it, so the sources of the moves committed in the
+// recent history are asked again to end their captures and drop their
+// copies, and the targets of aborted moves to drop their partial copies. A node answers a drop that is done, moot (it owns the slot again)
+// or superseded (a newer move imports the slot) without deleting anything
+// it should keep, so asking twice is harmless.
+func (e *Executor) requeueDrops(ctx context.Context) {
+	hist, err := e.dir.History(ctx, recentCommits)
+	if err != nil {
+		e.lg.Warn("read history for clean-ups left by the previous leader", "err", err)
+		return
+	}
+	snap, err := e.dir.Snapshot(ctx)
+	if err != nil {
+		e.lg.Warn("read table for clean-ups left by the previous leader", "err", err)
+		return
+	}
+	n := 0
+	for _, h := range hist {
+		if _, busy := snap.Move(h.Slot); busy {
+			continue // the move in flight cleans up after itself
+		}
+		var holder string // the node that may hold a copy it should not
+		switch h.Kind {
+		case directory.ChangeMoveCommit:
+			holder = h.From
+		case directory.ChangeMoveAbort:
+			holder = h.To // a partial copy
+		default:
+			continue
+		}
+		nd, ok := snap.Node(holder)
+		if !ok || nd.State == directory.NodeDown || snap.Owner(h.Slot) == holder {
+			continue // removed or away (a down node would stall the clean-up loop), or owner again
+		}
+		if h.Kind == directory.ChangeMoveCommit {
+			e.queue(cleanup{addr: nd.Addr, slot: h.Slot, moveID: h.MoveID})
+			e.queue(cleanup{addr: nd.Addr, slot: h.Slot, moveID: h.MoveID, version: h.Version, drop: true})
+		} else {
+			e.queue(cleanup{addr: nd.Addr, slot: h.Slot, moveID: h.MoveID, drop: true})
+		}
+		n++
+	}
+	if n > 0 {
+		e.lg.Info("asked sources of recent moves to drop their copies again", "moves", n)
+	}
 }
 
 func (e *Executor) queue(c cleanup) {

@@ -186,3 +186,49 @@ func TestDropAfterRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestNewLeaderDropsLeftCopies: a move committed by a leader that died
+// before its clean-up ran (here: a move run outside any executor) leaves the
+// source's copy on disk; the next leader asks the source to drop it.
+func TestNewLeaderDropsLeftCopies(t *testing.T) {
+	c := newCluster(t, 2)
+	m := newSlotMover(t, c)
+	keys := keysInSlots(map[int]bool{m.slot.Int(): true}, 20)
+	for _, k := range keys {
+		if err := c.put(c.ctx, k, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.move(t, "n1", "n2", nil)
+	n1, _ := c.pool.Client(c.nodes["n1"].addr)
+	left := func() (int64, error) {
+		st, err := n1.SlotStats(c.ctx, &slotdv1.SlotStatsRequest{Slots: []uint32{uint32(m.slot.Int())}})
+		if err != nil {
+			return 0, err
+		}
+		var keys int64
+		for _, x := range st.GetSlots() {
+			keys += int64(x.GetKeys())
+		}
+		return keys, nil
+	}
+	if n, err := left(); err != nil || n == 0 {
+		t.Fatalf("n1 holds %d keys of the moved slot (%v); the test needs the copy left behind", n, err)
+	}
+	c.startExecutor("next-leader")
+	c.eventually(30*time.Second, "n1 drops the copy left behind", func() error {
+		n, err := left()
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("%d keys left on n1", n)
+		}
+		return nil
+	})
+	for _, k := range keys {
+		if got, err := c.get(k); err != nil || string(got) != "v" {
+			t.Fatalf("%q = %q, %v", k, got, err)
+		}
+	}
+}
