@@ -147,6 +147,41 @@ func (d *Directory) Plans(ctx context.Context) (map[string][]byte, error) {
 	return out, nil
 }
 
+// PlanRevisions returns the mod revision of every stored plan record by
+// id, reading keys only: a caller that caches decoded plans by revision
+// fetches only the records that changed.
+func (d *Directory) PlanRevisions(ctx context.Context) (map[string]int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := d.cli.Get(rctx, d.k.plansPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, fromEtcd(ctx, "list plans", err)
+	}
+	out := make(map[string]int64, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key[len(d.k.plansPrefix()):])] = kv.ModRevision
+	}
+	return out, nil
+}
+
+// PlanAt returns the plan stored under id and the record's mod revision,
+// or ErrNotFound.
+func (d *Directory) PlanAt(ctx context.Context, id string) ([]byte, int64, error) {
+	if err := checkID("plan id", id); err != nil {
+		return nil, 0, fmt.Errorf("read plan: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := d.cli.Get(rctx, d.k.plan(id))
+	if err != nil {
+		return nil, 0, fromEtcd(ctx, "read plan "+id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, fmt.Errorf("read plan: %w: no plan %q", ErrNotFound, id)
+	}
+	return resp.Kvs[0].Value, resp.Kvs[0].ModRevision, nil
+}
+
 // DeletePlan removes the plan stored under id; deleting a missing plan is
 // not an error.
 func (d *Directory) DeletePlan(ctx context.Context, id string) error {

@@ -61,6 +61,7 @@ type Control struct {
 	// small record).
 	decodedMu sync.Mutex
 	decoded   map[string]decodedPlan
+	states    map[string]planState // by plan id, for Active
 }
 
 type decodedPlan struct {
@@ -368,13 +369,66 @@ func (c *Control) List(ctx context.Context) ([]*Plan, error) {
 	return out, nil
 }
 
-// Active returns the plan that is applying or paused, or nil.
+// Active returns the plan that is applying or paused, or nil. It reads
+// the plan keys and only the records that changed since it last looked:
+// every `slotctl move` and status asks, and up to KeepPlans plans are kept.
 func (c *Control) Active(ctx context.Context) (*Plan, error) {
-	plans, err := c.List(ctx)
+	revs, err := c.dir.PlanRevisions(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return activeOf(plans), nil
+	var active []string
+	for id, rev := range revs {
+		if isProgressID(id) {
+			continue
+		}
+		c.decodedMu.Lock()
+		st, ok := c.states[id]
+		c.decodedMu.Unlock()
+		if !ok || st.rev != rev {
+			b, r, err := c.dir.PlanAt(ctx, id)
+			if errors.Is(err, directory.ErrNotFound) {
+				continue // deleted meanwhile
+			}
+			if err != nil {
+				return nil, err
+			}
+			p, err := c.decode(id, b)
+			if err != nil {
+				c.lg.Warn("unreadable plan record", "plan", id, "err", err)
+				continue
+			}
+			st = planState{rev: r, state: p.State}
+			c.decodedMu.Lock()
+			if c.states == nil || len(c.states) > 4*c.keep {
+				c.states = map[string]planState{}
+			}
+			c.states[id] = st
+			c.decodedMu.Unlock()
+		}
+		if st.state.Active() {
+			active = append(active, id)
+		}
+	}
+	var out []*Plan
+	for _, id := range active {
+		p, err := c.Get(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *Plan) int { return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID)) })
+	return activeOf(out), nil
+}
+
+// planState is what Active remembers of a plan record.
+type planState struct {
+	rev   int64
+	state PlanState
 }
 
 func activeOf(plans []*Plan) *Plan {

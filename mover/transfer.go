@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -160,8 +161,12 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 func (t *Transfer) slot() uint32 { return uint32(t.Slot.Int()) }
 
 // copy streams the snapshot from the source's cursor (nil: from the start)
-// and applies every batch on the target.
+// and applies every batch on the target. Receiving (and checking) the next
+// batch overlaps with importing the current one: the source's scan, this
+// process and the target's apply then run at once instead of in turn.
 func (t *Transfer) copy(ctx context.Context, cursor []byte, res *Result) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	stream, err := t.Source.Export(ctx, &slotdv1.ExportRequest{
 		Slot: t.slot(), MoveId: t.MoveID, Cursor: cursor,
 		RateBytesPerSecond: t.Rate, MaxBatchBytes: t.MaxBatchBytes,
@@ -169,17 +174,40 @@ func (t *Transfer) copy(ctx context.Context, cursor []byte, res *Result) error {
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	for {
-		b, err := stream.Recv()
-		if err == io.EOF {
-			return fmt.Errorf("%w: export of slot %d ended without its last batch", ErrCaptureLost, t.Slot.Int())
+	batches := make(chan *slotdv1.ExportBatch, 2)
+	var recvErr error // set before batches is closed
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(batches)
+		for {
+			b, err := stream.Recv()
+			switch {
+			case err == io.EOF:
+				recvErr = fmt.Errorf("%w: export of slot %d ended without its last batch", ErrCaptureLost, t.Slot.Int())
+				return
+			case err != nil:
+				recvErr = classify("export", err)
+				return
+			}
+			if err := t.checkKeys(b.Entries, nil); err != nil {
+				recvErr = err
+				return
+			}
+			select {
+			case batches <- b:
+			case <-ctx.Done():
+				return
+			}
+			if b.Done {
+				return
+			}
 		}
-		if err != nil {
-			return classify("export", err)
-		}
-		if err := t.checkKeys(b.Entries, nil); err != nil {
-			return err
-		}
+	}()
+	// On any return the receiver is stopped and waited for.
+	defer func() { cancel(); wg.Wait() }()
+	for b := range batches {
 		t.batchSeq++
 		if _, err := t.Target.Import(ctx, &slotdv1.ImportRequest{
 			Slot: t.slot(), MoveId: t.MoveID,
@@ -195,6 +223,8 @@ func (t *Transfer) copy(ctx context.Context, cursor []byte, res *Result) error {
 			return nil
 		}
 	}
+	wg.Wait()
+	return recvErr
 }
 
 // catchUp replays rounds of changes until the backlog left after a round is
