@@ -158,6 +158,19 @@ func (s *AdminServer) DrainNode(ctx context.Context, req *slotdv1.DrainNodeReque
 	return &slotdv1.DrainNodeResponse{Node: n, Version: v}, nil
 }
 
+// UndrainNode implements slotdv1.AdminServer.
+func (s *AdminServer) UndrainNode(ctx context.Context, req *slotdv1.UndrainNodeRequest) (*slotdv1.UndrainNodeResponse, error) {
+	op := s.operator(ctx, req.GetOperator())
+	if _, err := s.dir.Undrain(ctx, req.GetNodeId(), "undrain requested by "+op, op); err != nil {
+		return nil, toStatus(err)
+	}
+	n, v, err := s.node(ctx, req.GetNodeId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &slotdv1.UndrainNodeResponse{Node: n, Version: v}, nil
+}
+
 // RemoveNode implements slotdv1.AdminServer.
 func (s *AdminServer) RemoveNode(ctx context.Context, req *slotdv1.RemoveNodeRequest) (*slotdv1.RemoveNodeResponse, error) {
 	op := s.operator(ctx, req.GetOperator())

@@ -82,6 +82,7 @@ func TestTLSAndRoles(t *testing.T) {
 	}{
 		{"apply", func() error { _, err := ra.Apply(ctx, &slotdv1.ApplyRequest{PlanId: "p"}); return err }},
 		{"drain", func() error { _, err := ra.DrainNode(ctx, &slotdv1.DrainNodeRequest{NodeId: "a"}); return err }},
+		{"undrain", func() error { _, err := ra.UndrainNode(ctx, &slotdv1.UndrainNodeRequest{NodeId: "a"}); return err }},
 		{"throttle", func() error {
 			_, err := ra.SetThrottle(ctx, &slotdv1.SetThrottleRequest{BytesPerSecond: 1})
 			return err

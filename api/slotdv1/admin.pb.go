@@ -605,6 +605,110 @@ func (x *DrainNodeResponse) GetVersion() uint64 {
 	return 0
 }
 
+type UndrainNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Operator      string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndrainNodeRequest) Reset() {
+	*x = UndrainNodeRequest{}
+	mi := &file_slotdv1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndrainNodeRequest) ProtoMessage() {}
+
+func (x *UndrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*UndrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *UndrainNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *UndrainNodeRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+type UndrainNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndrainNodeResponse) Reset() {
+	*x = UndrainNodeResponse{}
+	mi := &file_slotdv1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndrainNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndrainNodeResponse) ProtoMessage() {}
+
+func (x *UndrainNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndrainNodeResponse.ProtoReflect.Descriptor instead.
+func (*UndrainNodeResponse) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *UndrainNodeResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *UndrainNodeResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type RemoveNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -615,7 +719,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[8]
+	mi := &file_slotdv1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +731,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[8]
+	mi := &file_slotdv1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +744,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{8}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -666,7 +770,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[9]
+	mi := &file_slotdv1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +782,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[9]
+	mi := &file_slotdv1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +795,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{9}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemoveNodeResponse) GetVersion() uint64 {
@@ -712,7 +816,7 @@ type SetWeightRequest struct {
 
 func (x *SetWeightRequest) Reset() {
 	*x = SetWeightRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[10]
+	mi := &file_slotdv1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +828,7 @@ func (x *SetWeightRequest) String() string {
 func (*SetWeightRequest) ProtoMessage() {}
 
 func (x *SetWeightRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[10]
+	mi := &file_slotdv1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +841,7 @@ func (x *SetWeightRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWeightRequest.ProtoReflect.Descriptor instead.
 func (*SetWeightRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{10}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetWeightRequest) GetNodeId() string {
@@ -771,7 +875,7 @@ type SetWeightResponse struct {
 
 func (x *SetWeightResponse) Reset() {
 	*x = SetWeightResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[11]
+	mi := &file_slotdv1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +887,7 @@ func (x *SetWeightResponse) String() string {
 func (*SetWeightResponse) ProtoMessage() {}
 
 func (x *SetWeightResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[11]
+	mi := &file_slotdv1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +900,7 @@ func (x *SetWeightResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWeightResponse.ProtoReflect.Descriptor instead.
 func (*SetWeightResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{11}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SetWeightResponse) GetNode() *Node {
@@ -824,7 +928,7 @@ type UpdateAddrRequest struct {
 
 func (x *UpdateAddrRequest) Reset() {
 	*x = UpdateAddrRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[12]
+	mi := &file_slotdv1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +940,7 @@ func (x *UpdateAddrRequest) String() string {
 func (*UpdateAddrRequest) ProtoMessage() {}
 
 func (x *UpdateAddrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[12]
+	mi := &file_slotdv1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +953,7 @@ func (x *UpdateAddrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAddrRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAddrRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{12}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpdateAddrRequest) GetNodeId() string {
@@ -883,7 +987,7 @@ type UpdateAddrResponse struct {
 
 func (x *UpdateAddrResponse) Reset() {
 	*x = UpdateAddrResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[13]
+	mi := &file_slotdv1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +999,7 @@ func (x *UpdateAddrResponse) String() string {
 func (*UpdateAddrResponse) ProtoMessage() {}
 
 func (x *UpdateAddrResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[13]
+	mi := &file_slotdv1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1012,7 @@ func (x *UpdateAddrResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAddrResponse.ProtoReflect.Descriptor instead.
 func (*UpdateAddrResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{13}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateAddrResponse) GetNode() *Node {
@@ -956,7 +1060,7 @@ type PlannedMove struct {
 
 func (x *PlannedMove) Reset() {
 	*x = PlannedMove{}
-	mi := &file_slotdv1_admin_proto_msgTypes[14]
+	mi := &file_slotdv1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1072,7 @@ func (x *PlannedMove) String() string {
 func (*PlannedMove) ProtoMessage() {}
 
 func (x *PlannedMove) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[14]
+	mi := &file_slotdv1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1085,7 @@ func (x *PlannedMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedMove.ProtoReflect.Descriptor instead.
 func (*PlannedMove) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{14}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PlannedMove) GetId() string {
@@ -1089,7 +1193,7 @@ type NodeSpec struct {
 
 func (x *NodeSpec) Reset() {
 	*x = NodeSpec{}
-	mi := &file_slotdv1_admin_proto_msgTypes[15]
+	mi := &file_slotdv1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1205,7 @@ func (x *NodeSpec) String() string {
 func (*NodeSpec) ProtoMessage() {}
 
 func (x *NodeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[15]
+	mi := &file_slotdv1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1218,7 @@ func (x *NodeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSpec.ProtoReflect.Descriptor instead.
 func (*NodeSpec) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{15}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NodeSpec) GetId() string {
@@ -1159,7 +1263,7 @@ type PlanEdits struct {
 
 func (x *PlanEdits) Reset() {
 	*x = PlanEdits{}
-	mi := &file_slotdv1_admin_proto_msgTypes[16]
+	mi := &file_slotdv1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1275,7 @@ func (x *PlanEdits) String() string {
 func (*PlanEdits) ProtoMessage() {}
 
 func (x *PlanEdits) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[16]
+	mi := &file_slotdv1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1288,7 @@ func (x *PlanEdits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanEdits.ProtoReflect.Descriptor instead.
 func (*PlanEdits) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{16}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PlanEdits) GetAdd() []*NodeSpec {
@@ -1224,7 +1328,7 @@ type PlanProgress struct {
 
 func (x *PlanProgress) Reset() {
 	*x = PlanProgress{}
-	mi := &file_slotdv1_admin_proto_msgTypes[17]
+	mi := &file_slotdv1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1340,7 @@ func (x *PlanProgress) String() string {
 func (*PlanProgress) ProtoMessage() {}
 
 func (x *PlanProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[17]
+	mi := &file_slotdv1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1353,7 @@ func (x *PlanProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanProgress.ProtoReflect.Descriptor instead.
 func (*PlanProgress) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{17}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PlanProgress) GetMoves() uint32 {
@@ -1317,7 +1421,7 @@ type NodeBalance struct {
 
 func (x *NodeBalance) Reset() {
 	*x = NodeBalance{}
-	mi := &file_slotdv1_admin_proto_msgTypes[18]
+	mi := &file_slotdv1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1433,7 @@ func (x *NodeBalance) String() string {
 func (*NodeBalance) ProtoMessage() {}
 
 func (x *NodeBalance) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[18]
+	mi := &file_slotdv1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1446,7 @@ func (x *NodeBalance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBalance.ProtoReflect.Descriptor instead.
 func (*NodeBalance) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{18}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NodeBalance) GetNodeId() string {
@@ -1415,7 +1519,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_slotdv1_admin_proto_msgTypes[19]
+	mi := &file_slotdv1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1531,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[19]
+	mi := &file_slotdv1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1544,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{19}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Plan) GetId() string {
@@ -1572,7 +1676,7 @@ type PlanRequest struct {
 
 func (x *PlanRequest) Reset() {
 	*x = PlanRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[20]
+	mi := &file_slotdv1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1688,7 @@ func (x *PlanRequest) String() string {
 func (*PlanRequest) ProtoMessage() {}
 
 func (x *PlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[20]
+	mi := &file_slotdv1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1701,7 @@ func (x *PlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
 func (*PlanRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{20}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PlanRequest) GetMaxMoves() uint32 {
@@ -1651,7 +1755,7 @@ type PlanResponse struct {
 
 func (x *PlanResponse) Reset() {
 	*x = PlanResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[21]
+	mi := &file_slotdv1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1767,7 @@ func (x *PlanResponse) String() string {
 func (*PlanResponse) ProtoMessage() {}
 
 func (x *PlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[21]
+	mi := &file_slotdv1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1780,7 @@ func (x *PlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
 func (*PlanResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{21}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PlanResponse) GetPlan() *Plan {
@@ -1696,7 +1800,7 @@ type SubmitPlanRequest struct {
 
 func (x *SubmitPlanRequest) Reset() {
 	*x = SubmitPlanRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[22]
+	mi := &file_slotdv1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1812,7 @@ func (x *SubmitPlanRequest) String() string {
 func (*SubmitPlanRequest) ProtoMessage() {}
 
 func (x *SubmitPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[22]
+	mi := &file_slotdv1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1825,7 @@ func (x *SubmitPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitPlanRequest.ProtoReflect.Descriptor instead.
 func (*SubmitPlanRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{22}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SubmitPlanRequest) GetPlan() *Plan {
@@ -1747,7 +1851,7 @@ type SubmitPlanResponse struct {
 
 func (x *SubmitPlanResponse) Reset() {
 	*x = SubmitPlanResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[23]
+	mi := &file_slotdv1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1863,7 @@ func (x *SubmitPlanResponse) String() string {
 func (*SubmitPlanResponse) ProtoMessage() {}
 
 func (x *SubmitPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[23]
+	mi := &file_slotdv1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1876,7 @@ func (x *SubmitPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitPlanResponse.ProtoReflect.Descriptor instead.
 func (*SubmitPlanResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{23}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SubmitPlanResponse) GetPlan() *Plan {
@@ -1790,7 +1894,7 @@ type ListPlansRequest struct {
 
 func (x *ListPlansRequest) Reset() {
 	*x = ListPlansRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[24]
+	mi := &file_slotdv1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1802,7 +1906,7 @@ func (x *ListPlansRequest) String() string {
 func (*ListPlansRequest) ProtoMessage() {}
 
 func (x *ListPlansRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[24]
+	mi := &file_slotdv1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1815,7 +1919,7 @@ func (x *ListPlansRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPlansRequest.ProtoReflect.Descriptor instead.
 func (*ListPlansRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{24}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 type ListPlansResponse struct {
@@ -1828,7 +1932,7 @@ type ListPlansResponse struct {
 
 func (x *ListPlansResponse) Reset() {
 	*x = ListPlansResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[25]
+	mi := &file_slotdv1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1944,7 @@ func (x *ListPlansResponse) String() string {
 func (*ListPlansResponse) ProtoMessage() {}
 
 func (x *ListPlansResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[25]
+	mi := &file_slotdv1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +1957,7 @@ func (x *ListPlansResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPlansResponse.ProtoReflect.Descriptor instead.
 func (*ListPlansResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{25}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListPlansResponse) GetPlans() []*Plan {
@@ -1872,7 +1976,7 @@ type GetPlanRequest struct {
 
 func (x *GetPlanRequest) Reset() {
 	*x = GetPlanRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[26]
+	mi := &file_slotdv1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +1988,7 @@ func (x *GetPlanRequest) String() string {
 func (*GetPlanRequest) ProtoMessage() {}
 
 func (x *GetPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[26]
+	mi := &file_slotdv1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +2001,7 @@ func (x *GetPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanRequest.ProtoReflect.Descriptor instead.
 func (*GetPlanRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{26}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetPlanRequest) GetPlanId() string {
@@ -1916,7 +2020,7 @@ type GetPlanResponse struct {
 
 func (x *GetPlanResponse) Reset() {
 	*x = GetPlanResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[27]
+	mi := &file_slotdv1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2032,7 @@ func (x *GetPlanResponse) String() string {
 func (*GetPlanResponse) ProtoMessage() {}
 
 func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[27]
+	mi := &file_slotdv1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2045,7 @@ func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanResponse.ProtoReflect.Descriptor instead.
 func (*GetPlanResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{27}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetPlanResponse) GetPlan() *Plan {
@@ -1961,7 +2065,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[28]
+	mi := &file_slotdv1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2077,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[28]
+	mi := &file_slotdv1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2090,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{28}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ApplyRequest) GetPlanId() string {
@@ -2012,7 +2116,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[29]
+	mi := &file_slotdv1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2128,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[29]
+	mi := &file_slotdv1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2141,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{29}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ApplyResponse) GetPlan() *Plan {
@@ -2058,7 +2162,7 @@ type PauseRequest struct {
 
 func (x *PauseRequest) Reset() {
 	*x = PauseRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[30]
+	mi := &file_slotdv1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2174,7 @@ func (x *PauseRequest) String() string {
 func (*PauseRequest) ProtoMessage() {}
 
 func (x *PauseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[30]
+	mi := &file_slotdv1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2187,7 @@ func (x *PauseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRequest.ProtoReflect.Descriptor instead.
 func (*PauseRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{30}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PauseRequest) GetPlanId() string {
@@ -2116,7 +2220,7 @@ type PauseResponse struct {
 
 func (x *PauseResponse) Reset() {
 	*x = PauseResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[31]
+	mi := &file_slotdv1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2232,7 @@ func (x *PauseResponse) String() string {
 func (*PauseResponse) ProtoMessage() {}
 
 func (x *PauseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[31]
+	mi := &file_slotdv1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2245,7 @@ func (x *PauseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseResponse.ProtoReflect.Descriptor instead.
 func (*PauseResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{31}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PauseResponse) GetPlan() *Plan {
@@ -2161,7 +2265,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[32]
+	mi := &file_slotdv1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2277,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[32]
+	mi := &file_slotdv1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2290,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{32}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResumeRequest) GetPlanId() string {
@@ -2212,7 +2316,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[33]
+	mi := &file_slotdv1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2328,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[33]
+	mi := &file_slotdv1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2341,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{33}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ResumeResponse) GetPlan() *Plan {
@@ -2257,7 +2361,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[34]
+	mi := &file_slotdv1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2269,7 +2373,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[34]
+	mi := &file_slotdv1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2282,7 +2386,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{34}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CancelRequest) GetPlanId() string {
@@ -2308,7 +2412,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[35]
+	mi := &file_slotdv1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2424,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[35]
+	mi := &file_slotdv1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2437,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{35}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CancelResponse) GetPlan() *Plan {
@@ -2354,7 +2458,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[36]
+	mi := &file_slotdv1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2366,7 +2470,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[36]
+	mi := &file_slotdv1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2379,7 +2483,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{36}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RollbackRequest) GetPlanId() string {
@@ -2413,7 +2517,7 @@ type RollbackResponse struct {
 
 func (x *RollbackResponse) Reset() {
 	*x = RollbackResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[37]
+	mi := &file_slotdv1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2529,7 @@ func (x *RollbackResponse) String() string {
 func (*RollbackResponse) ProtoMessage() {}
 
 func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[37]
+	mi := &file_slotdv1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2542,7 @@ func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{37}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RollbackResponse) GetPlan() *Plan {
@@ -2461,7 +2565,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[38]
+	mi := &file_slotdv1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2473,7 +2577,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[38]
+	mi := &file_slotdv1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2486,7 +2590,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{38}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MoveRequest) GetSlot() uint32 {
@@ -2526,7 +2630,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[39]
+	mi := &file_slotdv1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2642,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[39]
+	mi := &file_slotdv1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2655,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{39}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MoveResponse) GetPlan() *Plan {
@@ -2574,7 +2678,7 @@ type SetThrottleRequest struct {
 
 func (x *SetThrottleRequest) Reset() {
 	*x = SetThrottleRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[40]
+	mi := &file_slotdv1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2690,7 @@ func (x *SetThrottleRequest) String() string {
 func (*SetThrottleRequest) ProtoMessage() {}
 
 func (x *SetThrottleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[40]
+	mi := &file_slotdv1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2703,7 @@ func (x *SetThrottleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetThrottleRequest.ProtoReflect.Descriptor instead.
 func (*SetThrottleRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{40}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SetThrottleRequest) GetBytesPerSecond() uint64 {
@@ -2633,7 +2737,7 @@ type Throttle struct {
 
 func (x *Throttle) Reset() {
 	*x = Throttle{}
-	mi := &file_slotdv1_admin_proto_msgTypes[41]
+	mi := &file_slotdv1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2749,7 @@ func (x *Throttle) String() string {
 func (*Throttle) ProtoMessage() {}
 
 func (x *Throttle) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[41]
+	mi := &file_slotdv1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2762,7 @@ func (x *Throttle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Throttle.ProtoReflect.Descriptor instead.
 func (*Throttle) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{41}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Throttle) GetDefaultBytesPerSecond() uint64 {
@@ -2684,7 +2788,7 @@ type SetThrottleResponse struct {
 
 func (x *SetThrottleResponse) Reset() {
 	*x = SetThrottleResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[42]
+	mi := &file_slotdv1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +2800,7 @@ func (x *SetThrottleResponse) String() string {
 func (*SetThrottleResponse) ProtoMessage() {}
 
 func (x *SetThrottleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[42]
+	mi := &file_slotdv1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +2813,7 @@ func (x *SetThrottleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetThrottleResponse.ProtoReflect.Descriptor instead.
 func (*SetThrottleResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{42}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetThrottleResponse) GetThrottle() *Throttle {
@@ -2727,7 +2831,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[43]
+	mi := &file_slotdv1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +2843,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[43]
+	mi := &file_slotdv1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +2856,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{43}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 type StatusResponse struct {
@@ -2775,7 +2879,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[44]
+	mi := &file_slotdv1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +2891,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[44]
+	mi := &file_slotdv1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +2904,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{44}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StatusResponse) GetVersion() uint64 {
@@ -2868,7 +2972,7 @@ type NodeLoad struct {
 
 func (x *NodeLoad) Reset() {
 	*x = NodeLoad{}
-	mi := &file_slotdv1_admin_proto_msgTypes[45]
+	mi := &file_slotdv1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2880,7 +2984,7 @@ func (x *NodeLoad) String() string {
 func (*NodeLoad) ProtoMessage() {}
 
 func (x *NodeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[45]
+	mi := &file_slotdv1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2893,7 +2997,7 @@ func (x *NodeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
 func (*NodeLoad) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{45}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeLoad) GetNode() *Node {
@@ -2944,7 +3048,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_slotdv1_admin_proto_msgTypes[46]
+	mi := &file_slotdv1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2956,7 +3060,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[46]
+	mi := &file_slotdv1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2969,7 +3073,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{46}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HistoryEntry) GetVersion() uint64 {
@@ -3064,7 +3168,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[47]
+	mi := &file_slotdv1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3076,7 +3180,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[47]
+	mi := &file_slotdv1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3089,7 +3193,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{47}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HistoryRequest) GetSinceVersion() uint64 {
@@ -3131,7 +3235,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[48]
+	mi := &file_slotdv1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3143,7 +3247,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[48]
+	mi := &file_slotdv1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3156,7 +3260,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{48}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HistoryResponse) GetEntries() []*HistoryEntry {
@@ -3202,6 +3306,12 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\"Q\n" +
 	"\x11DrainNodeResponse\x12\"\n" +
+	"\x04node\x18\x01 \x01(\v2\x0e.slotd.v1.NodeR\x04node\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"I\n" +
+	"\x12UndrainNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\"S\n" +
+	"\x13UndrainNodeResponse\x12\"\n" +
 	"\x04node\x18\x01 \x01(\v2\x0e.slotd.v1.NodeR\x04node\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"H\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +
@@ -3417,13 +3527,13 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\x17HISTORY_KIND_MOVE_PHASE\x10\x06\x12\x1b\n" +
 	"\x17HISTORY_KIND_SLOT_MOVED\x10\a\x12\x1d\n" +
 	"\x19HISTORY_KIND_MOVE_ABORTED\x10\b\x12\x15\n" +
-	"\x11HISTORY_KIND_PLAN\x10\t2\xb7\n" +
-	"\n" +
+	"\x11HISTORY_KIND_PLAN\x10\t2\x83\v\n" +
 	"\x05Admin\x12D\n" +
 	"\tBootstrap\x12\x1a.slotd.v1.BootstrapRequest\x1a\x1b.slotd.v1.BootstrapResponse\x12M\n" +
 	"\fRegisterNode\x12\x1d.slotd.v1.RegisterNodeRequest\x1a\x1e.slotd.v1.RegisterNodeResponse\x12D\n" +
 	"\tHeartbeat\x12\x1a.slotd.v1.HeartbeatRequest\x1a\x1b.slotd.v1.HeartbeatResponse\x12D\n" +
-	"\tDrainNode\x12\x1a.slotd.v1.DrainNodeRequest\x1a\x1b.slotd.v1.DrainNodeResponse\x12G\n" +
+	"\tDrainNode\x12\x1a.slotd.v1.DrainNodeRequest\x1a\x1b.slotd.v1.DrainNodeResponse\x12J\n" +
+	"\vUndrainNode\x12\x1c.slotd.v1.UndrainNodeRequest\x1a\x1d.slotd.v1.UndrainNodeResponse\x12G\n" +
 	"\n" +
 	"RemoveNode\x12\x1b.slotd.v1.RemoveNodeRequest\x1a\x1c.slotd.v1.RemoveNodeResponse\x12D\n" +
 	"\tSetWeight\x12\x1a.slotd.v1.SetWeightRequest\x1a\x1b.slotd.v1.SetWeightResponse\x12G\n" +
@@ -3457,7 +3567,7 @@ func file_slotdv1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_slotdv1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_slotdv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_slotdv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_slotdv1_admin_proto_goTypes = []any{
 	(PlanState)(0),                // 0: slotd.v1.PlanState
 	(HistoryKind)(0),              // 1: slotd.v1.HistoryKind
@@ -3469,149 +3579,154 @@ var file_slotdv1_admin_proto_goTypes = []any{
 	(*HeartbeatResponse)(nil),     // 7: slotd.v1.HeartbeatResponse
 	(*DrainNodeRequest)(nil),      // 8: slotd.v1.DrainNodeRequest
 	(*DrainNodeResponse)(nil),     // 9: slotd.v1.DrainNodeResponse
-	(*RemoveNodeRequest)(nil),     // 10: slotd.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),    // 11: slotd.v1.RemoveNodeResponse
-	(*SetWeightRequest)(nil),      // 12: slotd.v1.SetWeightRequest
-	(*SetWeightResponse)(nil),     // 13: slotd.v1.SetWeightResponse
-	(*UpdateAddrRequest)(nil),     // 14: slotd.v1.UpdateAddrRequest
-	(*UpdateAddrResponse)(nil),    // 15: slotd.v1.UpdateAddrResponse
-	(*PlannedMove)(nil),           // 16: slotd.v1.PlannedMove
-	(*NodeSpec)(nil),              // 17: slotd.v1.NodeSpec
-	(*PlanEdits)(nil),             // 18: slotd.v1.PlanEdits
-	(*PlanProgress)(nil),          // 19: slotd.v1.PlanProgress
-	(*NodeBalance)(nil),           // 20: slotd.v1.NodeBalance
-	(*Plan)(nil),                  // 21: slotd.v1.Plan
-	(*PlanRequest)(nil),           // 22: slotd.v1.PlanRequest
-	(*PlanResponse)(nil),          // 23: slotd.v1.PlanResponse
-	(*SubmitPlanRequest)(nil),     // 24: slotd.v1.SubmitPlanRequest
-	(*SubmitPlanResponse)(nil),    // 25: slotd.v1.SubmitPlanResponse
-	(*ListPlansRequest)(nil),      // 26: slotd.v1.ListPlansRequest
-	(*ListPlansResponse)(nil),     // 27: slotd.v1.ListPlansResponse
-	(*GetPlanRequest)(nil),        // 28: slotd.v1.GetPlanRequest
-	(*GetPlanResponse)(nil),       // 29: slotd.v1.GetPlanResponse
-	(*ApplyRequest)(nil),          // 30: slotd.v1.ApplyRequest
-	(*ApplyResponse)(nil),         // 31: slotd.v1.ApplyResponse
-	(*PauseRequest)(nil),          // 32: slotd.v1.PauseRequest
-	(*PauseResponse)(nil),         // 33: slotd.v1.PauseResponse
-	(*ResumeRequest)(nil),         // 34: slotd.v1.ResumeRequest
-	(*ResumeResponse)(nil),        // 35: slotd.v1.ResumeResponse
-	(*CancelRequest)(nil),         // 36: slotd.v1.CancelRequest
-	(*CancelResponse)(nil),        // 37: slotd.v1.CancelResponse
-	(*RollbackRequest)(nil),       // 38: slotd.v1.RollbackRequest
-	(*RollbackResponse)(nil),      // 39: slotd.v1.RollbackResponse
-	(*MoveRequest)(nil),           // 40: slotd.v1.MoveRequest
-	(*MoveResponse)(nil),          // 41: slotd.v1.MoveResponse
-	(*SetThrottleRequest)(nil),    // 42: slotd.v1.SetThrottleRequest
-	(*Throttle)(nil),              // 43: slotd.v1.Throttle
-	(*SetThrottleResponse)(nil),   // 44: slotd.v1.SetThrottleResponse
-	(*StatusRequest)(nil),         // 45: slotd.v1.StatusRequest
-	(*StatusResponse)(nil),        // 46: slotd.v1.StatusResponse
-	(*NodeLoad)(nil),              // 47: slotd.v1.NodeLoad
-	(*HistoryEntry)(nil),          // 48: slotd.v1.HistoryEntry
-	(*HistoryRequest)(nil),        // 49: slotd.v1.HistoryRequest
-	(*HistoryResponse)(nil),       // 50: slotd.v1.HistoryResponse
-	nil,                           // 51: slotd.v1.PlanEdits.WeightsEntry
-	nil,                           // 52: slotd.v1.PlanRequest.WeightsEntry
-	nil,                           // 53: slotd.v1.Throttle.NodeBytesPerSecondEntry
-	(*Node)(nil),                  // 54: slotd.v1.Node
-	(*SlotMap)(nil),               // 55: slotd.v1.SlotMap
-	(*durationpb.Duration)(nil),   // 56: google.protobuf.Duration
-	(NodeState)(0),                // 57: slotd.v1.NodeState
-	(MovePhase)(0),                // 58: slotd.v1.MovePhase
-	(*timestamppb.Timestamp)(nil), // 59: google.protobuf.Timestamp
+	(*UndrainNodeRequest)(nil),    // 10: slotd.v1.UndrainNodeRequest
+	(*UndrainNodeResponse)(nil),   // 11: slotd.v1.UndrainNodeResponse
+	(*RemoveNodeRequest)(nil),     // 12: slotd.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),    // 13: slotd.v1.RemoveNodeResponse
+	(*SetWeightRequest)(nil),      // 14: slotd.v1.SetWeightRequest
+	(*SetWeightResponse)(nil),     // 15: slotd.v1.SetWeightResponse
+	(*UpdateAddrRequest)(nil),     // 16: slotd.v1.UpdateAddrRequest
+	(*UpdateAddrResponse)(nil),    // 17: slotd.v1.UpdateAddrResponse
+	(*PlannedMove)(nil),           // 18: slotd.v1.PlannedMove
+	(*NodeSpec)(nil),              // 19: slotd.v1.NodeSpec
+	(*PlanEdits)(nil),             // 20: slotd.v1.PlanEdits
+	(*PlanProgress)(nil),          // 21: slotd.v1.PlanProgress
+	(*NodeBalance)(nil),           // 22: slotd.v1.NodeBalance
+	(*Plan)(nil),                  // 23: slotd.v1.Plan
+	(*PlanRequest)(nil),           // 24: slotd.v1.PlanRequest
+	(*PlanResponse)(nil),          // 25: slotd.v1.PlanResponse
+	(*SubmitPlanRequest)(nil),     // 26: slotd.v1.SubmitPlanRequest
+	(*SubmitPlanResponse)(nil),    // 27: slotd.v1.SubmitPlanResponse
+	(*ListPlansRequest)(nil),      // 28: slotd.v1.ListPlansRequest
+	(*ListPlansResponse)(nil),     // 29: slotd.v1.ListPlansResponse
+	(*GetPlanRequest)(nil),        // 30: slotd.v1.GetPlanRequest
+	(*GetPlanResponse)(nil),       // 31: slotd.v1.GetPlanResponse
+	(*ApplyRequest)(nil),          // 32: slotd.v1.ApplyRequest
+	(*ApplyResponse)(nil),         // 33: slotd.v1.ApplyResponse
+	(*PauseRequest)(nil),          // 34: slotd.v1.PauseRequest
+	(*PauseResponse)(nil),         // 35: slotd.v1.PauseResponse
+	(*ResumeRequest)(nil),         // 36: slotd.v1.ResumeRequest
+	(*ResumeResponse)(nil),        // 37: slotd.v1.ResumeResponse
+	(*CancelRequest)(nil),         // 38: slotd.v1.CancelRequest
+	(*CancelResponse)(nil),        // 39: slotd.v1.CancelResponse
+	(*RollbackRequest)(nil),       // 40: slotd.v1.RollbackRequest
+	(*RollbackResponse)(nil),      // 41: slotd.v1.RollbackResponse
+	(*MoveRequest)(nil),           // 42: slotd.v1.MoveRequest
+	(*MoveResponse)(nil),          // 43: slotd.v1.MoveResponse
+	(*SetThrottleRequest)(nil),    // 44: slotd.v1.SetThrottleRequest
+	(*Throttle)(nil),              // 45: slotd.v1.Throttle
+	(*SetThrottleResponse)(nil),   // 46: slotd.v1.SetThrottleResponse
+	(*StatusRequest)(nil),         // 47: slotd.v1.StatusRequest
+	(*StatusResponse)(nil),        // 48: slotd.v1.StatusResponse
+	(*NodeLoad)(nil),              // 49: slotd.v1.NodeLoad
+	(*HistoryEntry)(nil),          // 50: slotd.v1.HistoryEntry
+	(*HistoryRequest)(nil),        // 51: slotd.v1.HistoryRequest
+	(*HistoryResponse)(nil),       // 52: slotd.v1.HistoryResponse
+	nil,                           // 53: slotd.v1.PlanEdits.WeightsEntry
+	nil,                           // 54: slotd.v1.PlanRequest.WeightsEntry
+	nil,                           // 55: slotd.v1.Throttle.NodeBytesPerSecondEntry
+	(*Node)(nil),                  // 56: slotd.v1.Node
+	(*SlotMap)(nil),               // 57: slotd.v1.SlotMap
+	(*durationpb.Duration)(nil),   // 58: google.protobuf.Duration
+	(NodeState)(0),                // 59: slotd.v1.NodeState
+	(MovePhase)(0),                // 60: slotd.v1.MovePhase
+	(*timestamppb.Timestamp)(nil), // 61: google.protobuf.Timestamp
 }
 var file_slotdv1_admin_proto_depIdxs = []int32{
-	54, // 0: slotd.v1.BootstrapRequest.nodes:type_name -> slotd.v1.Node
-	55, // 1: slotd.v1.BootstrapResponse.map:type_name -> slotd.v1.SlotMap
-	54, // 2: slotd.v1.RegisterNodeRequest.node:type_name -> slotd.v1.Node
-	54, // 3: slotd.v1.RegisterNodeResponse.node:type_name -> slotd.v1.Node
-	56, // 4: slotd.v1.RegisterNodeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	56, // 5: slotd.v1.RegisterNodeResponse.ttl:type_name -> google.protobuf.Duration
-	57, // 6: slotd.v1.HeartbeatResponse.state:type_name -> slotd.v1.NodeState
-	54, // 7: slotd.v1.DrainNodeResponse.node:type_name -> slotd.v1.Node
-	54, // 8: slotd.v1.SetWeightResponse.node:type_name -> slotd.v1.Node
-	54, // 9: slotd.v1.UpdateAddrResponse.node:type_name -> slotd.v1.Node
-	58, // 10: slotd.v1.PlannedMove.phase:type_name -> slotd.v1.MovePhase
-	59, // 11: slotd.v1.PlannedMove.started_at:type_name -> google.protobuf.Timestamp
-	59, // 12: slotd.v1.PlannedMove.finished_at:type_name -> google.protobuf.Timestamp
-	17, // 13: slotd.v1.PlanEdits.add:type_name -> slotd.v1.NodeSpec
-	51, // 14: slotd.v1.PlanEdits.weights:type_name -> slotd.v1.PlanEdits.WeightsEntry
-	16, // 15: slotd.v1.Plan.moves:type_name -> slotd.v1.PlannedMove
-	20, // 16: slotd.v1.Plan.nodes:type_name -> slotd.v1.NodeBalance
-	56, // 17: slotd.v1.Plan.estimated:type_name -> google.protobuf.Duration
-	0,  // 18: slotd.v1.Plan.state:type_name -> slotd.v1.PlanState
-	59, // 19: slotd.v1.Plan.created_at:type_name -> google.protobuf.Timestamp
-	18, // 20: slotd.v1.Plan.edits:type_name -> slotd.v1.PlanEdits
-	19, // 21: slotd.v1.Plan.progress:type_name -> slotd.v1.PlanProgress
-	59, // 22: slotd.v1.Plan.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 23: slotd.v1.PlanRequest.add:type_name -> slotd.v1.NodeSpec
-	52, // 24: slotd.v1.PlanRequest.weights:type_name -> slotd.v1.PlanRequest.WeightsEntry
-	21, // 25: slotd.v1.PlanResponse.plan:type_name -> slotd.v1.Plan
-	21, // 26: slotd.v1.SubmitPlanRequest.plan:type_name -> slotd.v1.Plan
-	21, // 27: slotd.v1.SubmitPlanResponse.plan:type_name -> slotd.v1.Plan
-	21, // 28: slotd.v1.ListPlansResponse.plans:type_name -> slotd.v1.Plan
-	21, // 29: slotd.v1.GetPlanResponse.plan:type_name -> slotd.v1.Plan
-	21, // 30: slotd.v1.ApplyResponse.plan:type_name -> slotd.v1.Plan
-	21, // 31: slotd.v1.PauseResponse.plan:type_name -> slotd.v1.Plan
-	21, // 32: slotd.v1.ResumeResponse.plan:type_name -> slotd.v1.Plan
-	21, // 33: slotd.v1.CancelResponse.plan:type_name -> slotd.v1.Plan
-	21, // 34: slotd.v1.RollbackResponse.plan:type_name -> slotd.v1.Plan
-	21, // 35: slotd.v1.MoveResponse.plan:type_name -> slotd.v1.Plan
-	53, // 36: slotd.v1.Throttle.node_bytes_per_second:type_name -> slotd.v1.Throttle.NodeBytesPerSecondEntry
-	43, // 37: slotd.v1.SetThrottleResponse.throttle:type_name -> slotd.v1.Throttle
-	21, // 38: slotd.v1.StatusResponse.active_plan:type_name -> slotd.v1.Plan
-	16, // 39: slotd.v1.StatusResponse.in_flight:type_name -> slotd.v1.PlannedMove
-	43, // 40: slotd.v1.StatusResponse.throttle:type_name -> slotd.v1.Throttle
-	47, // 41: slotd.v1.StatusResponse.nodes:type_name -> slotd.v1.NodeLoad
-	54, // 42: slotd.v1.NodeLoad.node:type_name -> slotd.v1.Node
-	59, // 43: slotd.v1.HistoryEntry.time:type_name -> google.protobuf.Timestamp
-	1,  // 44: slotd.v1.HistoryEntry.kind:type_name -> slotd.v1.HistoryKind
-	48, // 45: slotd.v1.HistoryResponse.entries:type_name -> slotd.v1.HistoryEntry
-	2,  // 46: slotd.v1.Admin.Bootstrap:input_type -> slotd.v1.BootstrapRequest
-	4,  // 47: slotd.v1.Admin.RegisterNode:input_type -> slotd.v1.RegisterNodeRequest
-	6,  // 48: slotd.v1.Admin.Heartbeat:input_type -> slotd.v1.HeartbeatRequest
-	8,  // 49: slotd.v1.Admin.DrainNode:input_type -> slotd.v1.DrainNodeRequest
-	10, // 50: slotd.v1.Admin.RemoveNode:input_type -> slotd.v1.RemoveNodeRequest
-	12, // 51: slotd.v1.Admin.SetWeight:input_type -> slotd.v1.SetWeightRequest
-	14, // 52: slotd.v1.Admin.UpdateAddr:input_type -> slotd.v1.UpdateAddrRequest
-	22, // 53: slotd.v1.Admin.Plan:input_type -> slotd.v1.PlanRequest
-	24, // 54: slotd.v1.Admin.SubmitPlan:input_type -> slotd.v1.SubmitPlanRequest
-	26, // 55: slotd.v1.Admin.ListPlans:input_type -> slotd.v1.ListPlansRequest
-	28, // 56: slotd.v1.Admin.GetPlan:input_type -> slotd.v1.GetPlanRequest
-	30, // 57: slotd.v1.Admin.Apply:input_type -> slotd.v1.ApplyRequest
-	32, // 58: slotd.v1.Admin.Pause:input_type -> slotd.v1.PauseRequest
-	34, // 59: slotd.v1.Admin.Resume:input_type -> slotd.v1.ResumeRequest
-	36, // 60: slotd.v1.Admin.Cancel:input_type -> slotd.v1.CancelRequest
-	38, // 61: slotd.v1.Admin.Rollback:input_type -> slotd.v1.RollbackRequest
-	40, // 62: slotd.v1.Admin.Move:input_type -> slotd.v1.MoveRequest
-	42, // 63: slotd.v1.Admin.SetThrottle:input_type -> slotd.v1.SetThrottleRequest
-	45, // 64: slotd.v1.Admin.Status:input_type -> slotd.v1.StatusRequest
-	49, // 65: slotd.v1.Admin.History:input_type -> slotd.v1.HistoryRequest
-	3,  // 66: slotd.v1.Admin.Bootstrap:output_type -> slotd.v1.BootstrapResponse
-	5,  // 67: slotd.v1.Admin.RegisterNode:output_type -> slotd.v1.RegisterNodeResponse
-	7,  // 68: slotd.v1.Admin.Heartbeat:output_type -> slotd.v1.HeartbeatResponse
-	9,  // 69: slotd.v1.Admin.DrainNode:output_type -> slotd.v1.DrainNodeResponse
-	11, // 70: slotd.v1.Admin.RemoveNode:output_type -> slotd.v1.RemoveNodeResponse
-	13, // 71: slotd.v1.Admin.SetWeight:output_type -> slotd.v1.SetWeightResponse
-	15, // 72: slotd.v1.Admin.UpdateAddr:output_type -> slotd.v1.UpdateAddrResponse
-	23, // 73: slotd.v1.Admin.Plan:output_type -> slotd.v1.PlanResponse
-	25, // 74: slotd.v1.Admin.SubmitPlan:output_type -> slotd.v1.SubmitPlanResponse
-	27, // 75: slotd.v1.Admin.ListPlans:output_type -> slotd.v1.ListPlansResponse
-	29, // 76: slotd.v1.Admin.GetPlan:output_type -> slotd.v1.GetPlanResponse
-	31, // 77: slotd.v1.Admin.Apply:output_type -> slotd.v1.ApplyResponse
-	33, // 78: slotd.v1.Admin.Pause:output_type -> slotd.v1.PauseResponse
-	35, // 79: slotd.v1.Admin.Resume:output_type -> slotd.v1.ResumeResponse
-	37, // 80: slotd.v1.Admin.Cancel:output_type -> slotd.v1.CancelResponse
-	39, // 81: slotd.v1.Admin.Rollback:output_type -> slotd.v1.RollbackResponse
-	41, // 82: slotd.v1.Admin.Move:output_type -> slotd.v1.MoveResponse
-	44, // 83: slotd.v1.Admin.SetThrottle:output_type -> slotd.v1.SetThrottleResponse
-	46, // 84: slotd.v1.Admin.Status:output_type -> slotd.v1.StatusResponse
-	50, // 85: slotd.v1.Admin.History:output_type -> slotd.v1.HistoryResponse
-	66, // [66:86] is the sub-list for method output_type
-	46, // [46:66] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	56, // 0: slotd.v1.BootstrapRequest.nodes:type_name -> slotd.v1.Node
+	57, // 1: slotd.v1.BootstrapResponse.map:type_name -> slotd.v1.SlotMap
+	56, // 2: slotd.v1.RegisterNodeRequest.node:type_name -> slotd.v1.Node
+	56, // 3: slotd.v1.RegisterNodeResponse.node:type_name -> slotd.v1.Node
+	58, // 4: slotd.v1.RegisterNodeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	58, // 5: slotd.v1.RegisterNodeResponse.ttl:type_name -> google.protobuf.Duration
+	59, // 6: slotd.v1.HeartbeatResponse.state:type_name -> slotd.v1.NodeState
+	56, // 7: slotd.v1.DrainNodeResponse.node:type_name -> slotd.v1.Node
+	56, // 8: slotd.v1.UndrainNodeResponse.node:type_name -> slotd.v1.Node
+	56, // 9: slotd.v1.SetWeightResponse.node:type_name -> slotd.v1.Node
+	56, // 10: slotd.v1.UpdateAddrResponse.node:type_name -> slotd.v1.Node
+	60, // 11: slotd.v1.PlannedMove.phase:type_name -> slotd.v1.MovePhase
+	61, // 12: slotd.v1.PlannedMove.started_at:type_name -> google.protobuf.Timestamp
+	61, // 13: slotd.v1.PlannedMove.finished_at:type_name -> google.protobuf.Timestamp
+	19, // 14: slotd.v1.PlanEdits.add:type_name -> slotd.v1.NodeSpec
+	53, // 15: slotd.v1.PlanEdits.weights:type_name -> slotd.v1.PlanEdits.WeightsEntry
+	18, // 16: slotd.v1.Plan.moves:type_name -> slotd.v1.PlannedMove
+	22, // 17: slotd.v1.Plan.nodes:type_name -> slotd.v1.NodeBalance
+	58, // 18: slotd.v1.Plan.estimated:type_name -> google.protobuf.Duration
+	0,  // 19: slotd.v1.Plan.state:type_name -> slotd.v1.PlanState
+	61, // 20: slotd.v1.Plan.created_at:type_name -> google.protobuf.Timestamp
+	20, // 21: slotd.v1.Plan.edits:type_name -> slotd.v1.PlanEdits
+	21, // 22: slotd.v1.Plan.progress:type_name -> slotd.v1.PlanProgress
+	61, // 23: slotd.v1.Plan.updated_at:type_name -> google.protobuf.Timestamp
+	19, // 24: slotd.v1.PlanRequest.add:type_name -> slotd.v1.NodeSpec
+	54, // 25: slotd.v1.PlanRequest.weights:type_name -> slotd.v1.PlanRequest.WeightsEntry
+	23, // 26: slotd.v1.PlanResponse.plan:type_name -> slotd.v1.Plan
+	23, // 27: slotd.v1.SubmitPlanRequest.plan:type_name -> slotd.v1.Plan
+	23, // 28: slotd.v1.SubmitPlanResponse.plan:type_name -> slotd.v1.Plan
+	23, // 29: slotd.v1.ListPlansResponse.plans:type_name -> slotd.v1.Plan
+	23, // 30: slotd.v1.GetPlanResponse.plan:type_name -> slotd.v1.Plan
+	23, // 31: slotd.v1.ApplyResponse.plan:type_name -> slotd.v1.Plan
+	23, // 32: slotd.v1.PauseResponse.plan:type_name -> slotd.v1.Plan
+	23, // 33: slotd.v1.ResumeResponse.plan:type_name -> slotd.v1.Plan
+	23, // 34: slotd.v1.CancelResponse.plan:type_name -> slotd.v1.Plan
+	23, // 35: slotd.v1.RollbackResponse.plan:type_name -> slotd.v1.Plan
+	23, // 36: slotd.v1.MoveResponse.plan:type_name -> slotd.v1.Plan
+	55, // 37: slotd.v1.Throttle.node_bytes_per_second:type_name -> slotd.v1.Throttle.NodeBytesPerSecondEntry
+	45, // 38: slotd.v1.SetThrottleResponse.throttle:type_name -> slotd.v1.Throttle
+	23, // 39: slotd.v1.StatusResponse.active_plan:type_name -> slotd.v1.Plan
+	18, // 40: slotd.v1.StatusResponse.in_flight:type_name -> slotd.v1.PlannedMove
+	45, // 41: slotd.v1.StatusResponse.throttle:type_name -> slotd.v1.Throttle
+	49, // 42: slotd.v1.StatusResponse.nodes:type_name -> slotd.v1.NodeLoad
+	56, // 43: slotd.v1.NodeLoad.node:type_name -> slotd.v1.Node
+	61, // 44: slotd.v1.HistoryEntry.time:type_name -> google.protobuf.Timestamp
+	1,  // 45: slotd.v1.HistoryEntry.kind:type_name -> slotd.v1.HistoryKind
+	50, // 46: slotd.v1.HistoryResponse.entries:type_name -> slotd.v1.HistoryEntry
+	2,  // 47: slotd.v1.Admin.Bootstrap:input_type -> slotd.v1.BootstrapRequest
+	4,  // 48: slotd.v1.Admin.RegisterNode:input_type -> slotd.v1.RegisterNodeRequest
+	6,  // 49: slotd.v1.Admin.Heartbeat:input_type -> slotd.v1.HeartbeatRequest
+	8,  // 50: slotd.v1.Admin.DrainNode:input_type -> slotd.v1.DrainNodeRequest
+	10, // 51: slotd.v1.Admin.UndrainNode:input_type -> slotd.v1.UndrainNodeRequest
+	12, // 52: slotd.v1.Admin.RemoveNode:input_type -> slotd.v1.RemoveNodeRequest
+	14, // 53: slotd.v1.Admin.SetWeight:input_type -> slotd.v1.SetWeightRequest
+	16, // 54: slotd.v1.Admin.UpdateAddr:input_type -> slotd.v1.UpdateAddrRequest
+	24, // 55: slotd.v1.Admin.Plan:input_type -> slotd.v1.PlanRequest
+	26, // 56: slotd.v1.Admin.SubmitPlan:input_type -> slotd.v1.SubmitPlanRequest
+	28, // 57: slotd.v1.Admin.ListPlans:input_type -> slotd.v1.ListPlansRequest
+	30, // 58: slotd.v1.Admin.GetPlan:input_type -> slotd.v1.GetPlanRequest
+	32, // 59: slotd.v1.Admin.Apply:input_type -> slotd.v1.ApplyRequest
+	34, // 60: slotd.v1.Admin.Pause:input_type -> slotd.v1.PauseRequest
+	36, // 61: slotd.v1.Admin.Resume:input_type -> slotd.v1.ResumeRequest
+	38, // 62: slotd.v1.Admin.Cancel:input_type -> slotd.v1.CancelRequest
+	40, // 63: slotd.v1.Admin.Rollback:input_type -> slotd.v1.RollbackRequest
+	42, // 64: slotd.v1.Admin.Move:input_type -> slotd.v1.MoveRequest
+	44, // 65: slotd.v1.Admin.SetThrottle:input_type -> slotd.v1.SetThrottleRequest
+	47, // 66: slotd.v1.Admin.Status:input_type -> slotd.v1.StatusRequest
+	51, // 67: slotd.v1.Admin.History:input_type -> slotd.v1.HistoryRequest
+	3,  // 68: slotd.v1.Admin.Bootstrap:output_type -> slotd.v1.BootstrapResponse
+	5,  // 69: slotd.v1.Admin.RegisterNode:output_type -> slotd.v1.RegisterNodeResponse
+	7,  // 70: slotd.v1.Admin.Heartbeat:output_type -> slotd.v1.HeartbeatResponse
+	9,  // 71: slotd.v1.Admin.DrainNode:output_type -> slotd.v1.DrainNodeResponse
+	11, // 72: slotd.v1.Admin.UndrainNode:output_type -> slotd.v1.UndrainNodeResponse
+	13, // 73: slotd.v1.Admin.RemoveNode:output_type -> slotd.v1.RemoveNodeResponse
+	15, // 74: slotd.v1.Admin.SetWeight:output_type -> slotd.v1.SetWeightResponse
+	17, // 75: slotd.v1.Admin.UpdateAddr:output_type -> slotd.v1.UpdateAddrResponse
+	25, // 76: slotd.v1.Admin.Plan:output_type -> slotd.v1.PlanResponse
+	27, // 77: slotd.v1.Admin.SubmitPlan:output_type -> slotd.v1.SubmitPlanResponse
+	29, // 78: slotd.v1.Admin.ListPlans:output_type -> slotd.v1.ListPlansResponse
+	31, // 79: slotd.v1.Admin.GetPlan:output_type -> slotd.v1.GetPlanResponse
+	33, // 80: slotd.v1.Admin.Apply:output_type -> slotd.v1.ApplyResponse
+	35, // 81: slotd.v1.Admin.Pause:output_type -> slotd.v1.PauseResponse
+	37, // 82: slotd.v1.Admin.Resume:output_type -> slotd.v1.ResumeResponse
+	39, // 83: slotd.v1.Admin.Cancel:output_type -> slotd.v1.CancelResponse
+	41, // 84: slotd.v1.Admin.Rollback:output_type -> slotd.v1.RollbackResponse
+	43, // 85: slotd.v1.Admin.Move:output_type -> slotd.v1.MoveResponse
+	46, // 86: slotd.v1.Admin.SetThrottle:output_type -> slotd.v1.SetThrottleResponse
+	48, // 87: slotd.v1.Admin.Status:output_type -> slotd.v1.StatusResponse
+	52, // 88: slotd.v1.Admin.History:output_type -> slotd.v1.HistoryResponse
+	68, // [68:89] is the sub-list for method output_type
+	47, // [47:68] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_slotdv1_admin_proto_init() }
@@ -3626,7 +3741,7 @@ func file_slotdv1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_slotdv1_admin_proto_rawDesc), len(file_slotdv1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   52,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	Admin_RegisterNode_FullMethodName = "/slotd.v1.Admin/RegisterNode"
 	Admin_Heartbeat_FullMethodName    = "/slotd.v1.Admin/Heartbeat"
 	Admin_DrainNode_FullMethodName    = "/slotd.v1.Admin/DrainNode"
+	Admin_UndrainNode_FullMethodName  = "/slotd.v1.Admin/UndrainNode"
 	Admin_RemoveNode_FullMethodName   = "/slotd.v1.Admin/RemoveNode"
 	Admin_SetWeight_FullMethodName    = "/slotd.v1.Admin/SetWeight"
 	Admin_UpdateAddr_FullMethodName   = "/slotd.v1.Admin/UpdateAddr"
@@ -70,6 +71,10 @@ type AdminClient interface {
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	// DrainNode marks a node draining: later plans move all its slots away.
 	DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*DrainNodeResponse, error)
+	// UndrainNode takes a drain back: the node is active again and later
+	// plans give it slots. Slots it gave away meanwhile stay where they are.
+	// Undraining an active node is a no-op.
+	UndrainNode(ctx context.Context, in *UndrainNodeRequest, opts ...grpc.CallOption) (*UndrainNodeResponse, error)
 	// RemoveNode deletes a node that owns no slot.
 	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
 	SetWeight(ctx context.Context, in *SetWeightRequest, opts ...grpc.CallOption) (*SetWeightResponse, error)
@@ -152,6 +157,16 @@ func (c *adminClient) DrainNode(ctx context.Context, in *DrainNodeRequest, opts 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DrainNodeResponse)
 	err := c.cc.Invoke(ctx, Admin_DrainNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) UndrainNode(ctx context.Context, in *UndrainNodeRequest, opts ...grpc.CallOption) (*UndrainNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UndrainNodeResponse)
+	err := c.cc.Invoke(ctx, Admin_UndrainNode_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -345,6 +360,10 @@ type AdminServer interface {
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	// DrainNode marks a node draining: later plans move all its slots away.
 	DrainNode(context.Context, *DrainNodeRequest) (*DrainNodeResponse, error)
+	// UndrainNode takes a drain back: the node is active again and later
+	// plans give it slots. Slots it gave away meanwhile stay where they are.
+	// Undraining an active node is a no-op.
+	UndrainNode(context.Context, *UndrainNodeRequest) (*UndrainNodeResponse, error)
 	// RemoveNode deletes a node that owns no slot.
 	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
 	SetWeight(context.Context, *SetWeightRequest) (*SetWeightResponse, error)
@@ -404,6 +423,9 @@ func (UnimplementedAdminServer) Heartbeat(context.Context, *HeartbeatRequest) (*
 }
 func (UnimplementedAdminServer) DrainNode(context.Context, *DrainNodeRequest) (*DrainNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DrainNode not implemented")
+}
+func (UnimplementedAdminServer) UndrainNode(context.Context, *UndrainNodeRequest) (*UndrainNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UndrainNode not implemented")
 }
 func (UnimplementedAdminServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveNode not implemented")
@@ -542,6 +564,24 @@ func _Admin_DrainNode_Handler(srv interface{}, ctx context.Context, dec func(int
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServer).DrainNode(ctx, req.(*DrainNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_UndrainNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UndrainNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).UndrainNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_UndrainNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).UndrainNode(ctx, req.(*UndrainNodeRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -856,6 +896,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DrainNode",
 			Handler:    _Admin_DrainNode_Handler,
+		},
+		{
+			MethodName: "UndrainNode",
+			Handler:    _Admin_UndrainNode_Handler,
 		},
 		{
 			MethodName: "RemoveNode",

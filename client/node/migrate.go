@@ -221,7 +221,7 @@ func (n *Node) Export(ctx context.Context, s slots.Slot, moveID string, cursor [
 			storeCursor = cursor[1:]
 		}
 	}
-	maxBytes = batchBytes(maxBytes)
+	maxBytes = n.throttledBatch(batchBytes(maxBytes))
 	entries, next, err := n.store.Scan(ctx, s, storeCursor, maxBytes)
 	if err != nil {
 		return b, fmt.Errorf("node: scan slot %d: %w", s.Int(), err)
@@ -257,6 +257,19 @@ const (
 	maxBatchBytes     = 2 << 20
 )
 
+// throttledBatch caps a batch at a quarter second of the throttle's rate
+// (at least minThrottledBatch): at a low rate a 1 MiB batch would be
+// waited for in one piece, so progress and the rate seen per second would
+// move in jumps of seconds.
+func (n *Node) throttledBatch(size int) int {
+	if r := n.throttle.Rate(); r > 0 {
+		return min(size, max(minThrottledBatch, int(min(r/4, int64(size)))))
+	}
+	return size
+}
+
+const minThrottledBatch = 16 << 10
+
 func batchBytes(asked int) int {
 	if asked <= 0 {
 		return defaultBatchBytes
@@ -281,7 +294,7 @@ func (n *Node) Changes(ctx context.Context, s slots.Slot, moveID string, after u
 	if err != nil {
 		return ChangeBatch{}, err
 	}
-	maxBytes = batchBytes(maxBytes)
+	maxBytes = n.throttledBatch(batchBytes(maxBytes))
 	if wait {
 		if err := c.wait(ctx, after); err != nil {
 			return ChangeBatch{}, err

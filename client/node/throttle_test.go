@@ -130,3 +130,22 @@ func TestThrottleUnlimitedAndCancel(t *testing.T) {
 		t.Fatal("Wait with a cancelled context returned nil")
 	}
 }
+
+// TestThrottledBatch: under a throttle a batch holds about a quarter second
+// of data (at least 16 KiB), so progress moves smoothly at low rates.
+func TestThrottledBatch(t *testing.T) {
+	for _, tc := range []struct {
+		rate int64
+		want int
+	}{
+		{0, 1 << 20},
+		{100_000, 25_000},
+		{1_000, 16 << 10},
+		{10_000_000, 1 << 20},
+	} {
+		n := &Node{throttle: NewThrottle(tc.rate, nil)}
+		if got := n.throttledBatch(1 << 20); got != tc.want {
+			t.Errorf("rate %d B/s: batch %d, want %d", tc.rate, got, tc.want)
+		}
+	}
+}

@@ -59,7 +59,7 @@ func TestUsageErrorsSendNothing(t *testing.T) {
 		{"token without tls", []string{"status", "--token-file", "x"}, "needs TLS"},
 		{"cert without key", []string{"status", "--tls-cert", "x"}, "go together"},
 		{"rebalance json asks", []string{"rebalance", "-o", "json"}, "pass --yes"},
-		{"nodes without verb", []string{"nodes"}, "list|add|drain|remove|weight"},
+		{"nodes without verb", []string{"nodes"}, "list|add|drain|undrain|remove|weight"},
 		{"nodes weight args", []string{"nodes", "weight", "n1"}, "accepts 2 arg"},
 		{"timeout zero", []string{"status", "--timeout", "0s"}, "--timeout must be positive"},
 		{"bad endpoint", []string{"status", "--endpoints", "nohostport"}, "not host:port"},
@@ -152,9 +152,21 @@ func TestClusterCommands(t *testing.T) {
 		if len(list.Nodes) != 4 || list.Nodes[2].State != "draining" || list.Nodes[3].Slots != 0 {
 			t.Fatalf("nodes list: %+v", list)
 		}
+		// A drain taken back: active again, at a newer version.
+		var drained, undrained nodeChangeJSON
+		decode(t, s.ok(t, "nodes", "drain", "n4", "-o", "json"), &drained)
+		decode(t, s.ok(t, "nodes", "undrain", "n4", "-o", "json"), &undrained)
+		if drained.Node.State != "draining" || undrained.Node.State != "active" || undrained.Version <= drained.Version {
+			t.Fatalf("nodes drain then undrain n4: %+v, %+v", drained, undrained)
+		}
+		if out := s.ok(t, "nodes", "undrain", "n4"); !strings.Contains(out, "undrained node n4 (127.0.0.1:7504, weight 1, active)") {
+			t.Fatalf("nodes undrain of an active node: %q", out)
+		}
+		s.settle(t)
 	})
 	t.Run("server errors", func(t *testing.T) {
 		oneLineErr(t, s.run(t, "", "nodes", "drain", "nx"), exitFailure, `node "nx" is not registered`)
+		oneLineErr(t, s.run(t, "", "nodes", "undrain", "nx"), exitFailure, `node "nx" is not registered`)
 		oneLineErr(t, s.run(t, "", "nodes", "remove", "n1"), exitRefused, "still owns")
 		oneLineErr(t, s.run(t, "", "map", "--node", "nx"), exitFailure, `node "nx" is not in the map`)
 		oneLineErr(t, s.run(t, "", "pause"), exitRefused, "no plan is applying or paused")
