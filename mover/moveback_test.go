@@ -150,14 +150,7 @@ func (m *slotMover) move(t *testing.T, from, to string, onBatch func()) (*direct
 // made that drop look like the late drop of an older move; it was refused
 // and the copy stayed on n2 for good.)
 func TestDropAfterRoundTrip(t *testing.T) {
-	c := newCluster(t, 2)
-	m := newSlotMover(t, c)
-	keys := keysInSlots(map[int]bool{m.slot.Int(): true}, 20)
-	for _, k := range keys {
-		if err := c.put(c.ctx, k, []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, m, keys := filledSlot(t)
 	m.move(t, "n1", "n2", nil)
 	back, v := m.move(t, "n2", "n1", nil)
 	n2, _ := c.pool.Client(c.nodes["n2"].addr)
@@ -168,29 +161,28 @@ func TestDropAfterRoundTrip(t *testing.T) {
 	if !resp.GetStarted() {
 		t.Fatal("drop on n2 not started")
 	}
-	c.eventually(30*time.Second, "n2 drops its copy", func() error {
-		st, err := n2.SlotStats(c.ctx, &slotdv1.SlotStatsRequest{Slots: []uint32{uint32(m.slot.Int())}})
-		if err != nil {
-			return err
-		}
-		for _, x := range st.GetSlots() {
-			if x.GetKeys() > 0 {
-				return fmt.Errorf("%d keys left on n2", x.GetKeys())
-			}
-		}
-		return nil
-	})
-	for _, k := range keys {
-		if got, err := c.get(k); err != nil || string(got) != "v" {
-			t.Fatalf("%q = %q, %v after the round trip", k, got, err)
-		}
-	}
+	c.eventually(30*time.Second, "n2 drops its copy", func() error { return m.noKeysOn(c, "n2") })
+	checkValues(t, c, keys)
 }
 
 // TestNewLeaderDropsLeftCopies: a move committed by a leader that died
 // before its clean-up ran (here: a move run outside any executor) leaves the
 // source's copy on disk; the next leader asks the source to drop it.
 func TestNewLeaderDropsLeftCopies(t *testing.T) {
+	c, m, keys := filledSlot(t)
+	m.move(t, "n1", "n2", nil)
+	if err := m.noKeysOn(c, "n1"); err == nil {
+		t.Fatal("n1 holds no key of the moved slot; the test needs the copy left behind")
+	}
+	c.startExecutor("next-leader")
+	c.eventually(30*time.Second, "n1 drops the copy left behind", func() error { return m.noKeysOn(c, "n1") })
+	checkValues(t, c, keys)
+}
+
+// filledSlot returns a two-node cluster, a mover of one of n1's slots and
+// the 20 keys written into that slot, each with value "v".
+func filledSlot(t *testing.T) (*cluster, *slotMover, [][]byte) {
+	t.Helper()
 	c := newCluster(t, 2)
 	m := newSlotMover(t, c)
 	keys := keysInSlots(map[int]bool{m.slot.Int(): true}, 20)
@@ -199,33 +191,30 @@ func TestNewLeaderDropsLeftCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m.move(t, "n1", "n2", nil)
-	n1, _ := c.pool.Client(c.nodes["n1"].addr)
-	left := func() (int64, error) {
-		st, err := n1.SlotStats(c.ctx, &slotdv1.SlotStatsRequest{Slots: []uint32{uint32(m.slot.Int())}})
-		if err != nil {
-			return 0, err
-		}
-		var keys int64
-		for _, x := range st.GetSlots() {
-			keys += int64(x.GetKeys())
-		}
-		return keys, nil
+	return c, m, keys
+}
+
+// noKeysOn reports, as an error, the keys of the slot left on node id.
+func (m *slotMover) noKeysOn(c *cluster, id string) error {
+	cl, err := c.pool.Client(c.nodes[id].addr)
+	if err != nil {
+		return err
 	}
-	if n, err := left(); err != nil || n == 0 {
-		t.Fatalf("n1 holds %d keys of the moved slot (%v); the test needs the copy left behind", n, err)
+	st, err := cl.SlotStats(c.ctx, &slotdv1.SlotStatsRequest{Slots: []uint32{uint32(m.slot.Int())}})
+	if err != nil {
+		return err
 	}
-	c.startExecutor("next-leader")
-	c.eventually(30*time.Second, "n1 drops the copy left behind", func() error {
-		n, err := left()
-		if err != nil {
-			return err
+	for _, x := range st.GetSlots() {
+		if x.GetKeys() > 0 {
+			return fmt.Errorf("%d keys left on %s", x.GetKeys(), id)
 		}
-		if n > 0 {
-			return fmt.Errorf("%d keys left on n1", n)
-		}
-		return nil
-	})
+	}
+	return nil
+}
+
+// checkValues asserts every key reads "v" from its owner.
+func checkValues(t *testing.T, c *cluster, keys [][]byte) {
+	t.Helper()
 	for _, k := range keys {
 		if got, err := c.get(k); err != nil || string(got) != "v" {
 			t.Fatalf("%q = %q, %v", k, got, err)

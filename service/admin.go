@@ -147,28 +147,34 @@ func (s *AdminServer) Heartbeat(ctx context.Context, req *slotdv1.HeartbeatReque
 
 // DrainNode implements slotdv1.AdminServer.
 func (s *AdminServer) DrainNode(ctx context.Context, req *slotdv1.DrainNodeRequest) (*slotdv1.DrainNodeResponse, error) {
-	op := s.operator(ctx, req.GetOperator())
-	if _, err := s.dir.Drain(ctx, req.GetNodeId(), "drain requested by "+op, op); err != nil {
-		return nil, toStatus(err)
-	}
-	n, v, err := s.node(ctx, req.GetNodeId())
+	n, v, err := s.changeNode(ctx, req.GetNodeId(), req.GetOperator(), "drain", s.dir.Drain)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &slotdv1.DrainNodeResponse{Node: n, Version: v}, nil
 }
 
 // UndrainNode implements slotdv1.AdminServer.
 func (s *AdminServer) UndrainNode(ctx context.Context, req *slotdv1.UndrainNodeRequest) (*slotdv1.UndrainNodeResponse, error) {
-	op := s.operator(ctx, req.GetOperator())
-	if _, err := s.dir.Undrain(ctx, req.GetNodeId(), "undrain requested by "+op, op); err != nil {
-		return nil, toStatus(err)
-	}
-	n, v, err := s.node(ctx, req.GetNodeId())
+	n, v, err := s.changeNode(ctx, req.GetNodeId(), req.GetOperator(), "undrain", s.dir.Undrain)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &slotdv1.UndrainNodeResponse{Node: n, Version: v}, nil
+}
+
+// changeNode applies a directory node change (Drain, Undrain) on behalf of
+// operator and returns the node as it is after, at the directory version.
+func (s *AdminServer) changeNode(ctx context.Context, id, operator, verb string, change func(ctx context.Context, id, reason, by string) (uint64, error)) (*slotdv1.Node, uint64, error) {
+	op := s.operator(ctx, operator)
+	if _, err := change(ctx, id, verb+" requested by "+op, op); err != nil {
+		return nil, 0, toStatus(err)
+	}
+	n, v, err := s.node(ctx, id)
+	if err != nil {
+		return nil, 0, toStatus(err)
+	}
+	return n, v, nil
 }
 
 // RemoveNode implements slotdv1.AdminServer.
