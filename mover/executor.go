@@ -81,8 +81,8 @@ type MoveProgress struct {
 }
 
 // Executor runs plans, one slot at a time unless configured for more
-// (Parallelism), while it holds the cluster's mover leadership. Every slotd runs one; exactly one leads. Safe for
-// concurrent use.
+// (Parallelism), while it holds the cluster's mover leadership. Every
+// slotd runs one; exactly one leads. Safe for concurrent use.
 type Executor struct {
 	cfg ExecutorConfig
 	dir *directory.Directory
@@ -743,18 +743,16 @@ func stepOf(ph directory.Phase) Step {
 // planGuard aborts the moves of a plan, those not yet fencing, when the
 // plan stops applying with abort requested (slotctl cancel --abort).
 type planGuard struct {
-	e      *Executor
-	planID string
-	mu     sync.Mutex
-	moves  map[*atomic.Bool]context.CancelFunc
-	fired  bool // abort requested: moves added later are cancelled at once
-	done   chan struct{}
-	wg     sync.WaitGroup
+	mu    sync.Mutex
+	moves map[*atomic.Bool]context.CancelFunc
+	fired bool // abort requested: moves added later are cancelled at once
+	done  chan struct{}
+	wg    sync.WaitGroup
 }
 
 // guardPlan starts watching plan id; call stop when its moves ended.
 func (e *Executor) guardPlan(ctx context.Context, planID string) *planGuard {
-	g := &planGuard{e: e, planID: planID, moves: map[*atomic.Bool]context.CancelFunc{}, done: make(chan struct{})}
+	g := &planGuard{moves: map[*atomic.Bool]context.CancelFunc{}, done: make(chan struct{})}
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
