@@ -146,8 +146,8 @@ func (c *cluster) startSlotd(name string) {
 	})
 }
 
-// nodeSlotd is the --slotd list of node i. Registration uses the first
-// endpoint only, so the nodes start from different replicas.
+// nodeSlotd is the --slotd list of node i. Registration prefers the first
+// endpoint that answers, so the nodes start from different replicas.
 func (c *cluster) nodeSlotd(id string) string {
 	eps := slices.Clone(c.slotdEP)
 	if len(eps) > 1 && int(id[len(id)-1])%2 == 0 {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client"
@@ -109,7 +112,7 @@ TLS with --slotd-tls-ca (default --tls-ca) and a store identity:
 	f.StringVar(&o.dataDir, "data-dir", "slotkv-data", "directory for the data file and the node's fences and change logs")
 	f.StringVar(&o.zone, "zone", "", "failure zone, for the planner")
 	f.Uint32Var(&o.weight, "weight", 1, "relative share of slots")
-	f.StringVar(&o.slotd, "slotd", "127.0.0.1:7400", "slotd gRPC addresses, comma-separated (the map is read from any; registration uses the first)")
+	f.StringVar(&o.slotd, "slotd", "127.0.0.1:7400", "slotd gRPC addresses, comma-separated: the map, registration and heartbeats use any replica that answers")
 	f.BoolVar(&o.standalone, "standalone", false, "own every slot and do not contact slotd (single-node tests and benchmarks)")
 	f.BoolVar(&o.fsync, "fsync", true, "fsync every commit before acknowledging it")
 	f.Int64Var(&o.exportRate, "export-rate", 0, "initial export throttle in bytes/s (0: unlimited; the mover sets it per move)")
@@ -175,9 +178,9 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		maps = staticSource{m}
 	} else {
 		endpoints := strings.Split(o.slotd, ",")
-		conn, err = grpc.NewClient(endpoints[0], slotdDial...)
+		conn, err = dialSlotds(endpoints, slotdDial)
 		if err != nil {
-			return fmt.Errorf("slotd address %q: %w", endpoints[0], err)
+			return fmt.Errorf("slotd addresses %q: %w", o.slotd, err)
 		}
 		defer conn.Close()
 		cm, err := node.NewClusterMap(client.Options{Endpoints: endpoints, DialOptions: slotdDial, Logger: lg, Registerer: reg})
@@ -289,3 +292,22 @@ type mapSource interface {
 type staticSource struct{ *node.StaticMap }
 
 func (staticSource) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+
+// dialSlotds opens one channel over every slotd replica for registration
+// and heartbeats: gRPC's pick_first balancer uses the first that answers
+// and moves to the next when it goes away, so a node stays registered and
+// alive while any replica is up (slotd is stateless over etcd; the node's
+// session lives there). Each address keeps its own TLS server name.
+func dialSlotds(endpoints []string, opts []grpc.DialOption) (*grpc.ClientConn, error) {
+	r := manual.NewBuilderWithScheme("slotd-replicas")
+	addrs := make([]resolver.Address, len(endpoints))
+	for i, ep := range endpoints {
+		host, _, err := net.SplitHostPort(ep)
+		if err != nil {
+			return nil, fmt.Errorf("slotd address %q: %w", ep, err)
+		}
+		addrs[i] = resolver.Address{Addr: ep, ServerName: host}
+	}
+	r.InitialState(resolver.State{Addresses: addrs})
+	return grpc.NewClient(r.Scheme()+":///slotd", append(slices.Clip(opts), grpc.WithResolvers(r))...)
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/devca"
 	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/migrations"
 	"github.com/slotd/slotd/mover"
 	"github.com/slotd/slotd/service"
@@ -311,5 +312,42 @@ func TestTLSUsageErrors(t *testing.T) {
 				t.Errorf("message %q does not mention %q", out.String(), tc.want)
 			}
 		})
+	}
+}
+
+// TestRegistersThroughAnyReplica: with the first --slotd down, a node
+// registers (and heartbeats) through the next one, over TLS with each
+// address's own server name.
+func TestRegistersThroughAnyReplica(t *testing.T) {
+	set, err := devca.Generate(devca.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, slotd := tlsSlotd(t, set)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := lis.Addr().String()
+	lis.Close() // nothing listens there now
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, _, stop := startSlotkv(t, "--id", "kv-r", "--listen", "127.0.0.1:0", "--http", "", "--data-dir", t.TempDir(), "--fsync=false",
+		"--slotd", dead+","+slotd, "--tls-cert", set.ServerCert, "--tls-key", set.ServerKey, "--tls-ca", set.CA,
+		"--slotd-tls-cert", set.StoreCert, "--slotd-tls-key", set.StoreKey)
+	waitfor.Err(t, 30*time.Second, "kv-r registers through the live replica", func() error {
+		nodes, _, err := d.Nodes(ctx)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if n.ID == "kv-r" {
+				return nil
+			}
+		}
+		return errors.New("not registered")
+	})
+	if c := stop(); c != exitOK {
+		t.Errorf("kv-r exit %d", c)
 	}
 }
