@@ -4,18 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/auth"
+	"github.com/slotd/slotd/internal/replicas"
 	"github.com/slotd/slotd/tlsconf"
 )
 
@@ -37,18 +35,7 @@ func (g *globals) dial() (*conn, error) {
 	if len(eps) == 0 {
 		return nil, usagef("--endpoints is empty; give slotd's host:port, e.g. --endpoints 127.0.0.1:7400")
 	}
-	addrs := make([]resolver.Address, 0, len(eps))
-	for _, ep := range eps {
-		host, _, err := net.SplitHostPort(ep)
-		if err != nil {
-			return nil, usagef("endpoint %q is not host:port (e.g. 127.0.0.1:7400)", ep)
-		}
-		// ServerName keeps TLS verifying each replica by its own host name.
-		addrs = append(addrs, resolver.Address{Addr: ep, ServerName: host})
-	}
-	r := manual.NewBuilderWithScheme("slotctl")
-	r.InitialState(resolver.State{Addresses: addrs})
-	opts := []grpc.DialOption{grpc.WithResolvers(r)}
+	var opts []grpc.DialOption
 	useTLS := g.tlsCA != "" || g.tlsCert != "" || g.tlsKey != ""
 	switch {
 	case (g.tlsCert == "") != (g.tlsKey == ""):
@@ -72,7 +59,10 @@ func (g *globals) dial() (*conn, error) {
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(tok))
 	}
-	cc, err := grpc.NewClient(r.Scheme()+":///slotd", opts...)
+	cc, err := replicas.Dial("slotctl", eps, opts...)
+	if errors.Is(err, replicas.ErrBadEndpoint) {
+		return nil, usagef("%v", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connect to slotd at %s: %w", g.endpoints, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
@@ -19,13 +18,12 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/internal/flagenv"
+	"github.com/slotd/slotd/internal/replicas"
 	"github.com/slotd/slotd/slotkv"
 )
 
@@ -178,7 +176,9 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		maps = staticSource{m}
 	} else {
 		endpoints := strings.Split(o.slotd, ",")
-		conn, err = dialSlotds(endpoints, slotdDial)
+		// One channel over every replica: registration and heartbeats go
+		// through whichever answers (internal/replicas).
+		conn, err = replicas.Dial("slotkv", endpoints, slotdDial...)
 		if err != nil {
 			return fmt.Errorf("slotd addresses %q: %w", o.slotd, err)
 		}
@@ -292,22 +292,3 @@ type mapSource interface {
 type staticSource struct{ *node.StaticMap }
 
 func (staticSource) Run(ctx context.Context) error { <-ctx.Done(); return nil }
-
-// dialSlotds opens one channel over every slotd replica for registration
-// and heartbeats: gRPC's pick_first balancer uses the first that answers
-// and moves to the next when it goes away, so a node stays registered and
-// alive while any replica is up (slotd is stateless over etcd; the node's
-// session lives there). Each address keeps its own TLS server name.
-func dialSlotds(endpoints []string, opts []grpc.DialOption) (*grpc.ClientConn, error) {
-	r := manual.NewBuilderWithScheme("slotd-replicas")
-	addrs := make([]resolver.Address, len(endpoints))
-	for i, ep := range endpoints {
-		host, _, err := net.SplitHostPort(ep)
-		if err != nil {
-			return nil, fmt.Errorf("slotd address %q: %w", ep, err)
-		}
-		addrs[i] = resolver.Address{Addr: ep, ServerName: host}
-	}
-	r.InitialState(resolver.State{Addresses: addrs})
-	return grpc.NewClient(r.Scheme()+":///slotd", append(slices.Clip(opts), grpc.WithResolvers(r))...)
-}
