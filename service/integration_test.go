@@ -22,18 +22,6 @@ import (
 	"github.com/slotd/slotd/slots"
 )
 
-// sdkMap is a store node's map: the SDK's, fed by this service.
-type sdkMap struct{ c *client.Client }
-
-func (m sdkMap) Owner(s slots.Slot) (node.Owner, bool) {
-	cur := m.c.Map()
-	if cur == nil || cur.Empty() {
-		return node.Owner{}, false
-	}
-	r := cur.RouteSlot(s)
-	return node.Owner{ID: r.Owner(), Addr: r.Addr(), Version: cur.Version()}, r.OK()
-}
-
 // startKV serves a slotkv node that follows the map from addr; it stops
 // when the test ends.
 func startKV(t *testing.T, id, slotdAddr string) string {
@@ -42,7 +30,7 @@ func startKV(t *testing.T, id, slotdAddr string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := slotkv.Open(slotkv.Config{ID: id, DataDir: t.TempDir(), Map: sdkMap{newClient(t, slotdAddr)}, NoSync: true,
+	srv, err := slotkv.Open(slotkv.Config{ID: id, DataDir: t.TempDir(), Map: node.ClientMap{C: newClient(t, slotdAddr)}, NoSync: true,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

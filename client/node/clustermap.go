@@ -66,7 +66,18 @@ func (m *ClusterMap) Owner(s slots.Slot) (Owner, bool) {
 	if c == nil {
 		return Owner{}, false
 	}
-	mp := c.Map()
+	return ClientMap{C: c}.Owner(s)
+}
+
+// ClientMap is the MapSource over an SDK client the caller already runs
+// (ClusterMap makes and keeps its own).
+type ClientMap struct{ C *client.Client }
+
+var _ MapSource = ClientMap{}
+
+// Owner implements MapSource.
+func (m ClientMap) Owner(s slots.Slot) (Owner, bool) {
+	mp := m.C.Map()
 	if mp == nil {
 		return Owner{}, false
 	}

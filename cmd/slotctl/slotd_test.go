@@ -25,7 +25,6 @@ import (
 	"github.com/slotd/slotd/mover"
 	"github.com/slotd/slotd/service"
 	"github.com/slotd/slotd/slotkv"
-	"github.com/slotd/slotd/slots"
 )
 
 // testSlotd is slotd in-process, wired the way cmd/slotd wires it (a real
@@ -159,18 +158,6 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	waitfor.True(t, 30*time.Second, what, cond)
 }
 
-// sdkMap is a store node's map: the SDK's, fed by slotd.
-type sdkMap struct{ c *client.Client }
-
-func (m sdkMap) Owner(s slots.Slot) (node.Owner, bool) {
-	cur := m.c.Map()
-	if cur == nil || cur.Empty() {
-		return node.Owner{}, false
-	}
-	r := cur.RouteSlot(s)
-	return node.Owner{ID: r.Owner(), Addr: r.Addr(), Version: cur.Version()}, r.OK()
-}
-
 // startKV serves a slotkv store node that follows slotd's map on a free
 // port and returns its address; it stops when the test ends.
 func startKV(t *testing.T, id, slotdAddr string) string {
@@ -186,7 +173,7 @@ func startKV(t *testing.T, id, slotdAddr string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := slotkv.Open(slotkv.Config{ID: id, DataDir: t.TempDir(), Map: sdkMap{c}, NoSync: true, Logger: slog.New(slog.DiscardHandler)})
+	srv, err := slotkv.Open(slotkv.Config{ID: id, DataDir: t.TempDir(), Map: node.ClientMap{C: c}, NoSync: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
