@@ -132,17 +132,23 @@ func (d *Directory) PlanIDs(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+// PlanRecord is a stored plan record and the mod revision it was read at.
+type PlanRecord struct {
+	Data []byte
+	Rev  int64
+}
+
 // Plans returns every stored plan record by id, in one read.
-func (d *Directory) Plans(ctx context.Context) (map[string][]byte, error) {
+func (d *Directory) Plans(ctx context.Context) (map[string]PlanRecord, error) {
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
 	resp, err := d.cli.Get(rctx, d.k.plansPrefix(), clientv3.WithPrefix())
 	if err != nil {
 		return nil, fromEtcd(ctx, "list plans", err)
 	}
-	out := make(map[string][]byte, len(resp.Kvs))
+	out := make(map[string]PlanRecord, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		out[string(kv.Key[len(d.k.plansPrefix()):])] = kv.Value
+		out[string(kv.Key[len(d.k.plansPrefix()):])] = PlanRecord{Data: kv.Value, Rev: kv.ModRevision}
 	}
 	return out, nil
 }

@@ -349,17 +349,17 @@ func (c *Control) List(ctx context.Context) ([]*Plan, error) {
 		return nil, err
 	}
 	var out []*Plan
-	for id, b := range recs {
+	for id, rec := range recs {
 		if isProgressID(id) {
 			continue
 		}
-		p, err := c.decode(id, b)
+		p, err := c.decode(id, rec.Data)
 		if err != nil {
 			c.lg.Warn("unreadable plan record", "plan", id, "err", err)
 			continue
 		}
 		if prog, ok := recs[id+progressSuffix]; ok {
-			if err := mergeProgress(p, prog); err != nil {
+			if err := mergeProgress(p, prog.Data); err != nil {
 				c.lg.Warn("plan progress unreadable; showing the plan record alone", "plan", id, "err", err)
 			}
 		}
@@ -377,39 +377,26 @@ func (c *Control) Active(ctx context.Context) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	var active []string
+	var stale []string // plans whose state is not known at their revision
 	for id, rev := range revs {
-		if isProgressID(id) {
-			continue
-		}
 		c.decodedMu.Lock()
 		st, ok := c.states[id]
 		c.decodedMu.Unlock()
-		if !ok || st.rev != rev {
-			b, r, err := c.dir.PlanAt(ctx, id)
-			if errors.Is(err, directory.ErrNotFound) {
-				continue // deleted meanwhile
-			}
-			if err != nil {
-				return nil, err
-			}
-			p, err := c.decode(id, b)
-			if err != nil {
-				c.lg.Warn("unreadable plan record", "plan", id, "err", err)
-				continue
-			}
-			st = planState{rev: r, state: p.State}
-			c.decodedMu.Lock()
-			if c.states == nil || len(c.states) > 4*c.keep {
-				c.states = map[string]planState{}
-			}
-			c.states[id] = st
-			c.decodedMu.Unlock()
+		if !isProgressID(id) && (!ok || st.rev != rev) {
+			stale = append(stale, id)
 		}
-		if st.state.Active() {
+	}
+	if err := c.learnStates(ctx, stale); err != nil {
+		return nil, err
+	}
+	var active []string
+	c.decodedMu.Lock()
+	for id, rev := range revs {
+		if st, ok := c.states[id]; ok && st.rev >= rev && st.state.Active() {
 			active = append(active, id)
 		}
 	}
+	c.decodedMu.Unlock()
 	var out []*Plan
 	for _, id := range active {
 		p, err := c.Get(ctx, id)
@@ -423,6 +410,49 @@ func (c *Control) Active(ctx context.Context) (*Plan, error) {
 	}
 	slices.SortFunc(out, func(a, b *Plan) int { return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID)) })
 	return activeOf(out), nil
+}
+
+// learnStates reads and remembers the states of plans ids: one read of
+// every record when there are many (the first call after a start), else
+// one read each.
+func (c *Control) learnStates(ctx context.Context, ids []string) error {
+	recs := map[string]directory.PlanRecord{}
+	if len(ids) > 8 {
+		all, err := c.dir.Plans(ctx)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if rec, ok := all[id]; ok {
+				recs[id] = rec
+			}
+		}
+	} else {
+		for _, id := range ids {
+			b, rev, err := c.dir.PlanAt(ctx, id)
+			if errors.Is(err, directory.ErrNotFound) {
+				continue // deleted meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			recs[id] = directory.PlanRecord{Data: b, Rev: rev}
+		}
+	}
+	for id, rec := range recs {
+		p, err := c.decode(id, rec.Data)
+		if err != nil {
+			c.lg.Warn("unreadable plan record", "plan", id, "err", err)
+			continue
+		}
+		c.decodedMu.Lock()
+		if c.states == nil || len(c.states) > 4*c.keep {
+			c.states = map[string]planState{}
+		}
+		c.states[id] = planState{rev: rec.Rev, state: p.State}
+		c.decodedMu.Unlock()
+	}
+	return nil
 }
 
 // planState is what Active remembers of a plan record.
