@@ -3,6 +3,7 @@ package slots
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"os"
 	"path/filepath"
@@ -258,4 +259,19 @@ func BenchmarkFloorXXHash(b *testing.B) {
 		sink = xxhash.Sum64(key)
 	}
 	_ = sink
+}
+
+// TestSum8to16 pins the pure-Go short hash against xxhash.Sum64 at every
+// length it takes, on fill bytes that exercise every tail byte.
+func TestSum8to16(t *testing.T) {
+	src := []byte("\x00\xff\x80\x7f0123456789abcdefghijklmnop")
+	for n := 8; n <= 16; n++ {
+		for off := 0; off+n <= len(src); off++ {
+			k := src[off : off+n]
+			got := sum8to16(binary.LittleEndian.Uint64(k), binary.LittleEndian.Uint64(k[n-8:]), n)
+			if want := xxhash.Sum64(k); got != want {
+				t.Errorf("sum8to16(%q) = %#x, want %#x", k, got, want)
+			}
+		}
+	}
 }

@@ -41,33 +41,35 @@ type Migration struct {
 
 // Route is where a key goes: its slot and the slot's owner. It is three
 // words, returned in registers: Owner and Addr read the owner's entry in the
-// immutable node table, which is what makes Route cost little more than the
-// hash.
+// immutable map's id and address tables (16 bytes a node, so that a
+// thousand nodes' ids fit in a few KiB of cache), which is what makes Route
+// cost little more than the hash.
 type Route struct {
 	Slot slots.Slot
+	idx  uint16 // the owner's index in m's node table
 	// Version is the directory version of the map the route came from.
 	Version uint64
-	node    *Node // nil on a map without owners
+	m       *Map // nil on a map without owners
 }
 
 // Owner returns the owner's node id, "" when the map has no owners.
 func (r Route) Owner() string {
-	if r.node == nil {
+	if r.m == nil {
 		return ""
 	}
-	return r.node.ID
+	return r.m.nodeIDs[r.idx]
 }
 
 // Addr returns the owner's host:port, "" when the map has no owners.
 func (r Route) Addr() string {
-	if r.node == nil {
+	if r.m == nil {
 		return ""
 	}
-	return r.node.Addr
+	return r.m.nodeAddrs[r.idx]
 }
 
 // OK reports whether the route names an owner.
-func (r Route) OK() bool { return r.node != nil }
+func (r Route) OK() bool { return r.m != nil }
 
 // Snapshot is the input of New: the directory's table at one version.
 type Snapshot struct {
@@ -90,9 +92,15 @@ type Map struct {
 	// slot has an owner, though nodes may already be registered.
 	assigned bool
 	// nodes[owners.get(s)] owns slot s when assigned.
-	nodes      []Node
-	owners     ownerTable
-	migrations []Migration
+	nodes  []Node
+	owners ownerTable
+	// nodeIDs and nodeAddrs are the ids and addresses of nodes, index for
+	// index: what Route reads. seal makes them before a map is returned;
+	// sealedFor is the node table they were made from, so that derived
+	// maps sharing it share them too.
+	nodeIDs, nodeAddrs []string
+	sealedFor          *Node
+	migrations         []Migration
 	// patches are slots set by a redirect newer than version; they survive
 	// updates older than their own version (see WithOwner).
 	patches []patch
@@ -111,7 +119,7 @@ func New(s Snapshot) (*Map, error) {
 		return nil, err
 	}
 	if len(s.Owners) == 0 {
-		return m, m.setMigrations(s.Migrations)
+		return m.seal(), m.setMigrations(s.Migrations)
 	}
 	if len(s.Owners) != slots.Count {
 		return nil, fmt.Errorf("%w: %d owners, want %d", ErrInvalid, len(s.Owners), slots.Count)
@@ -127,7 +135,27 @@ func New(s Snapshot) (*Map, error) {
 	if err := m.setMigrations(s.Migrations); err != nil {
 		return nil, err
 	}
-	return m, nil
+	return m.seal(), nil
+}
+
+// seal makes the tables Route reads from the node table, unless m shares
+// the node table they were made from. Every function that returns a new
+// map calls it last: a map is immutable from then on.
+func (m *Map) seal() *Map {
+	var first *Node
+	if len(m.nodes) > 0 {
+		first = &m.nodes[0]
+	}
+	if first == m.sealedFor && len(m.nodeIDs) == len(m.nodes) {
+		return m
+	}
+	m.nodeIDs = make([]string, len(m.nodes))
+	m.nodeAddrs = make([]string, len(m.nodes))
+	for i, n := range m.nodes {
+		m.nodeIDs[i], m.nodeAddrs[i] = n.ID, n.Addr
+	}
+	m.sealedFor = first
+	return m
 }
 
 func (m *Map) setNodes(nodes []Node) (map[string]uint16, error) {
@@ -182,7 +210,7 @@ func (m *Map) RouteSlot(s slots.Slot) Route {
 	}
 	// The mask lets the compiler drop the bounds checks: a Slot is < Count.
 	i := int(s.Uint16() & (slots.Count - 1))
-	return Route{Slot: s, Version: m.version, node: &m.nodes[m.owners.chunks[i>>chunkShift][i&chunkMask]]}
+	return Route{Slot: s, Version: m.version, m: m, idx: m.owners.t[i]}
 }
 
 // OwnerID returns the id of slot s's owner, "" on an empty map.
@@ -268,7 +296,7 @@ func (m *Map) WithOwner(s slots.Slot, owner, addr string, version uint64) (*Map,
 	c.owners.set(s.Int(), c.nodeFor(owner, addr))
 	c.patches = slices.DeleteFunc(c.patches, func(p patch) bool { return p.slot == s })
 	c.patches = append(c.patches, patch{slot: s, version: version})
-	return c, true
+	return c.seal(), true
 }
 
 // nodeFor returns the index of the node matching a redirect, adding a node
@@ -297,7 +325,7 @@ func (c *Map) nodeFor(owner, addr string) uint16 {
 // clone copies everything a derived map may change.
 func (m *Map) clone() *Map {
 	c := *m
-	c.owners.mine = 0 // every chunk is shared until set copies it
+	c.owners.mine = false // the owner array is shared until set copies it
 	// The node table is shared too; the full slice expression makes any
 	// append reallocate, and in-place writers clone it first.
 	c.nodes = m.nodes[:len(m.nodes):len(m.nodes)]
@@ -328,7 +356,7 @@ func (m *Map) Replace(next *Map) *Map {
 		c.owners.set(p.slot.Int(), c.nodeFor(owner, r.Addr()))
 		c.patches = append(c.patches, p)
 	}
-	return c.compact()
+	return c.compact().seal()
 }
 
 // compact drops placeholder nodes that no slot references any more, so the
@@ -396,35 +424,29 @@ func isPlaceholder(id string) bool {
 	return len(id) > len(placeholderPrefix) && id[:len(placeholderPrefix)] == placeholderPrefix
 }
 
-// The owner table is split into chunks that maps share copy-on-write, so a
-// delta that moves a few slots copies a few KiB, not the whole table.
-const (
-	chunkShift = 10
-	chunkSize  = 1 << chunkShift
-	chunkMask  = chunkSize - 1
-	numChunks  = slots.Count / chunkSize
-)
-
-// ownerTable holds the owner index of every slot. Once a map is published
+// ownerTable holds the owner index of every slot: one flat array, so that
+// Route's load of a slot's owner depends on the hash alone. (A table split
+// into chunks shared copy-on-write between versions copied less per delta,
+// but its chunk pointer was a second load waiting on the hash: 1.5-2 ns of
+// a 15 ns Route, BenchmarkRoute/bytes16-cycled-owner.) A derived map shares
+// the array until its first set copies it (32 KiB). Once a map is published
 // its table is never written; set is only called on a map being built.
 type ownerTable struct {
-	chunks [numChunks]*[chunkSize]uint16
-	// mine has bit k set when chunks[k] belongs to this table alone and may
-	// be written in place.
-	mine uint32
+	t *[slots.Count]uint16
+	// mine is true when t belongs to this table alone and may be written
+	// in place.
+	mine bool
 }
 
-func (t *ownerTable) get(s int) uint16 { return t.chunks[s>>chunkShift][s&chunkMask] }
+func (t *ownerTable) get(s int) uint16 { return t.t[s&(slots.Count-1)] }
 
 func (t *ownerTable) set(s int, o uint16) {
-	k := s >> chunkShift
-	if t.mine&(1<<k) == 0 {
-		c := new([chunkSize]uint16)
-		if t.chunks[k] != nil {
-			*c = *t.chunks[k]
+	if !t.mine {
+		c := new([slots.Count]uint16)
+		if t.t != nil {
+			*c = *t.t
 		}
-		t.chunks[k] = c
-		t.mine |= 1 << k
+		t.t, t.mine = c, true
 	}
-	t.chunks[k][s&chunkMask] = o
+	t.t[s] = o
 }

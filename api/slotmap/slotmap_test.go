@@ -432,7 +432,7 @@ func BenchmarkDiffOneSlot(b *testing.B) {
 	}
 }
 
-// Maps derived from one map share its owner chunks and node table; no
+// Maps derived from one map share its owner array and node table; no
 // derivation may show through in another.
 func TestDerivedMapsDoNotShareWrites(t *testing.T) {
 	nodes := testNodes(3)
@@ -501,4 +501,62 @@ func TestOwnersBitLayout(t *testing.T) {
 			t.Fatalf("byte %d = %x, want 0", i, pb.Owners[i])
 		}
 	}
+}
+
+// TestRoutesFollowNodeTable: on every way a map is made, Route names the
+// owner and address of the node table, never those of a map it was derived
+// from (Route reads tables that seal makes and derived maps may share).
+func TestRoutesFollowNodeTable(t *testing.T) {
+	check := func(name string, m *Map) {
+		t.Helper()
+		for s := range slots.Count {
+			r := m.RouteSlot(slots.MustNew(s))
+			n := m.nodes[m.owners.get(s)]
+			if !r.OK() || r.Owner() != n.ID || r.Addr() != n.Addr {
+				t.Fatalf("%s: slot %d routes to %q at %q, table says %q at %q", name, s, r.Owner(), r.Addr(), n.ID, n.Addr)
+			}
+		}
+	}
+	nodes := testNodes(4)
+	a := testMap(t, 10, nodes, 7)
+	check("New", a)
+	b, err := FromProto(a.Proto())
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("FromProto", b)
+	moved, err := a.Apply(&slotdv1.MapDelta{FromVersion: 10, Version: 11, Slots: []*slotdv1.SlotOwner{{Slot: 3, Owner: "store-001"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Apply, slot moved", moved)
+	readdr, err := moved.Apply(&slotdv1.MapDelta{FromVersion: 11, Version: 12, Nodes: []*slotdv1.Node{{Id: "store-002", Address: "10.8.8.8:7600"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Apply, address changed", readdr)
+	owned := readdr.SlotsOf("store-002")
+	if got := readdr.RouteSlot(owned.Ranges()[0].From).Addr(); got != "10.8.8.8:7600" {
+		t.Fatalf("after an address change the route says %q", got)
+	}
+	gone := map[int]string{}
+	gone3 := readdr.SlotsOf("store-003")
+	for s := range gone3.All() {
+		gone[s.Int()] = "store-000"
+	}
+	removed, err := readdr.Apply(Diff(readdr, withOwners(t, readdr, 13, testNodes(3), gone)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Apply, node removed", removed)
+	p, ok := removed.WithOwner(slots.MustNew(9), "", "10.99.0.1:7000", 20)
+	if !ok {
+		t.Fatal("WithOwner refused")
+	}
+	check("WithOwner, new address", p)
+	q, _ := p.WithOwner(slots.MustNew(10), "store-001", nodes[1].Addr, 21)
+	check("WithOwner, known node", q)
+	r := q.Replace(testMap(t, 14, testNodes(3), 8))
+	check("Replace keeping patches", r)
+	check("the maps derived from stay intact", removed)
 }

@@ -34,16 +34,14 @@ func packOwners(owners *ownerTable, b int) []byte {
 	var n, w int   // bits pending, bytes written
 	// Whole 32-bit words at a time: slots.Count*b is a multiple of 32, and
 	// n stays below 32+16 bits, so the accumulator never overflows.
-	for _, chunk := range owners.chunks {
-		for _, o := range chunk {
-			acc |= uint64(o) << n
-			n += b
-			if n >= 32 {
-				binary.LittleEndian.PutUint32(out[w:], uint32(acc))
-				acc >>= 32
-				n -= 32
-				w += 4
-			}
+	for _, o := range owners.t {
+		acc |= uint64(o) << n
+		n += b
+		if n >= 32 {
+			binary.LittleEndian.PutUint32(out[w:], uint32(acc))
+			acc >>= 32
+			n -= 32
+			w += 4
 		}
 	}
 	return out
@@ -64,7 +62,7 @@ func FromProto(pb *slotdv1.SlotMap) (*Map, error) {
 		return nil, err
 	}
 	if pb.GetOwnerBits() == 0 && len(pb.GetOwners()) == 0 {
-		return m, m.setMigrations(ms) // not bootstrapped yet
+		return m.seal(), m.setMigrations(ms) // not bootstrapped yet
 	}
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("%w: owners without nodes", ErrInvalid)
@@ -83,32 +81,29 @@ func FromProto(pb *slotdv1.SlotMap) (*Map, error) {
 	if err := m.setMigrations(ms); err != nil {
 		return nil, err
 	}
-	return m, nil
+	return m.seal(), nil
 }
 
 func unpackOwners(owners *ownerTable, in []byte, b, nodes int) error {
 	mask := uint64(1)<<b - 1
 	var acc uint64
 	var n, r int
-	for k := range owners.chunks {
-		chunk := new([chunkSize]uint16)
-		for i := range chunk {
-			if n < b {
-				acc |= uint64(binary.LittleEndian.Uint32(in[r:])) << n
-				r += 4
-				n += 32
-			}
-			o := acc & mask
-			acc >>= b
-			n -= b
-			if int(o) >= nodes {
-				return fmt.Errorf("%w: slot %d: owner index %d, only %d nodes", ErrInvalid, k*chunkSize+i, o, nodes)
-			}
-			chunk[i] = uint16(o)
+	t := new([slots.Count]uint16)
+	for s := range t {
+		if n < b {
+			acc |= uint64(binary.LittleEndian.Uint32(in[r:])) << n
+			r += 4
+			n += 32
 		}
-		owners.chunks[k] = chunk
-		owners.mine |= 1 << k
+		o := acc & mask
+		acc >>= b
+		n -= b
+		if int(o) >= nodes {
+			return fmt.Errorf("%w: slot %d: owner index %d, only %d nodes", ErrInvalid, s, o, nodes)
+		}
+		t[s] = uint16(o)
 	}
+	owners.t, owners.mine = t, true
 	return nil
 }
 
@@ -275,7 +270,7 @@ func (m *Map) Apply(d *slotdv1.MapDelta) (*Map, error) {
 	if slices.ContainsFunc(c.nodes, func(n Node) bool { return isPlaceholder(n.ID) }) {
 		c = c.compact()
 	}
-	return c, nil
+	return c.seal(), nil
 }
 
 // ids maps node ids to indexes.
