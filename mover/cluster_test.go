@@ -153,7 +153,10 @@ func (c *cluster) startNode(id, dir, addr string) *kvNode {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	srv, err := slotkv.Open(slotkv.Config{ID: id, DataDir: dir, Map: c.m, NoSync: true, Logger: testLogger()})
+	// Stores skip fsync unless SLOTD_BENCH_SYNC is set (for benchmarks of
+	// durable moves: SLOTD_BENCH_SYNC=1 go test -bench MoveThroughput).
+	noSync := os.Getenv("SLOTD_BENCH_SYNC") == ""
+	srv, err := slotkv.Open(slotkv.Config{ID: id, DataDir: dir, Map: c.m, NoSync: noSync, Logger: testLogger()})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ type Migration struct {
 // Route is where a key goes: its slot and the slot's owner. It is three
 // words, returned in registers: Owner and Addr read the owner's entry in the
 // immutable map's id and address tables (16 bytes a node, so that a
-// thousand nodes' ids fit in a few KiB of cache), which is what makes Route
+// thousand nodes' ids take 16 KiB of cache), which is what makes Route
 // cost little more than the hash.
 type Route struct {
 	Slot slots.Slot
