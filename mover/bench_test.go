@@ -116,8 +116,8 @@ func fillSlot(b *testing.B, kn *kvNode, slot slots.Slot, n, size int) {
 }
 
 // BenchmarkMoveThroughput moves one full slot unthrottled and reports
-// (stores without fsync; SLOTD_BENCH_SYNC=1 for durable ones)
-// MB/s and keys/s.
+// MB/s and keys/s (stores without fsync; SLOTD_BENCH_SYNC=1 for durable
+// ones).
 func BenchmarkMoveThroughput(b *testing.B) {
 	for _, tc := range []struct {
 		name       string
