@@ -156,13 +156,25 @@ func (e *Engine) Scan(ctx context.Context, s slots.Slot, cursor []byte, maxBytes
 				k, v = c.Next() // the cursor is the last key already returned
 			}
 		}
+		// Keys and values are copied out of the transaction into one
+		// buffer per batch instead of two allocations per entry (20,000
+		// entries of a 1 MiB batch of 1 KiB values were 40,000 of them).
+		// When a large last entry outgrows it, a new buffer is started:
+		// entries already returned keep pointing into the old one.
+		arena := make([]byte, 0, min(maxBytes, scanArenaMax)+scanArenaSlack)
 		size := 0
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if size >= maxBytes && len(out) > 0 {
 				next = bytes.Clone(out[len(out)-1].Key)
 				return nil
 			}
-			e := node.Entry{Key: bytes.Clone(k[2:]), Value: bytes.Clone(v)}
+			key := k[2:]
+			if n := len(key) + len(v); cap(arena)-len(arena) < n {
+				arena = make([]byte, 0, max(n, scanArenaSlack))
+			}
+			at := len(arena)
+			arena = append(append(arena, key...), v...)
+			e := node.Entry{Key: arena[at : at+len(key) : at+len(key)], Value: arena[at+len(key) : len(arena) : len(arena)]}
 			size += len(e.Key) + len(e.Value)
 			out = append(out, e)
 		}
@@ -173,6 +185,13 @@ func (e *Engine) Scan(ctx context.Context, s slots.Slot, cursor []byte, maxBytes
 	}
 	return out, next, ctx.Err()
 }
+
+// A scan's copy buffer: maxBytes (up to scanArenaMax) plus room for the
+// entry that crosses it.
+const (
+	scanArenaMax   = 4 << 20
+	scanArenaSlack = 64 << 10
+)
 
 // Apply implements node.Store: one bbolt transaction per batch, possibly
 // shared with concurrent batches (which is safe: a batch is idempotent, so

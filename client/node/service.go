@@ -49,8 +49,10 @@ func (x *storeServer) Export(req *slotdv1.ExportRequest, stream grpc.ServerStrea
 		}
 		out := &slotdv1.ExportBatch{Slot: req.GetSlot(), Cursor: b.Cursor, SnapshotSeq: b.SnapshotSeq, Done: b.Done}
 		out.Entries = make([]*slotdv1.Entry, len(b.Entries))
+		es := make([]slotdv1.Entry, len(b.Entries)) // one allocation, not one an entry
 		for i, e := range b.Entries {
-			out.Entries[i] = &slotdv1.Entry{Key: e.Key, Value: e.Value}
+			es[i].Key, es[i].Value = e.Key, e.Value
+			out.Entries[i] = &es[i]
 		}
 		if err := stream.Send(out); err != nil {
 			return err
