@@ -32,6 +32,7 @@ import (
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/embedetcd"
 	"github.com/slotd/slotd/internal/flagenv"
+	"github.com/slotd/slotd/internal/gcpercent"
 	"github.com/slotd/slotd/mover"
 	"github.com/slotd/slotd/service"
 	"github.com/slotd/slotd/tlsconf"
@@ -305,7 +306,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) (err error) {
 		}
 	}
 	lg.Info("slotd serving", "grpc", lis.Addr().String(), "http", o.httpAddr, "etcd", endpoints,
-		"name", o.name, "cluster", clusterID, "tls", ts != nil, "auth", az.Enabled())
+		"name", o.name, "cluster", clusterID, "tls", ts != nil, "auth", az.Enabled(), "gogc", gcpercent.Apply())
 
 	// Each part runs under its own context so that shutdown can stop them
 	// in order, not all at once.

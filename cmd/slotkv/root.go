@@ -23,6 +23,7 @@ import (
 	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/internal/flagenv"
+	"github.com/slotd/slotd/internal/gcpercent"
 	"github.com/slotd/slotd/internal/replicas"
 	"github.com/slotd/slotd/slotkv"
 )
@@ -257,7 +258,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		return nil
 	})
 	lg.Info("slotkv serving", "id", o.id, "listen", lis.Addr().String(), "advertise", advertise, "http", httpAddr, "fsync", o.fsync, "standalone", o.standalone,
-		"tls", ts != nil, "auth", az.Enabled(), "slotd_tls", !o.standalone && o.tls.slotdTLS())
+		"tls", ts != nil, "auth", az.Enabled(), "slotd_tls", !o.standalone && o.tls.slotdTLS(), "gogc", gcpercent.Apply())
 
 	// Shutdown order: 1. stop taking requests and finish those in flight
 	// (bounded), 2. stop background work, 3. close the HTTP server,
