@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/mover/planner"
 	"github.com/slotd/slotd/slots"
@@ -62,6 +64,11 @@ type Control struct {
 	decodedMu sync.Mutex
 	decoded   map[string]decodedPlan
 	states    map[string]planState // by plan id, for Active
+	// records is how many plan records (progress records included) this
+	// process last saw, plus those it stored since: prune reads the ids
+	// only when it may be over the limit. Other replicas' plans make it
+	// low; they prune on their own stores.
+	records int
 }
 
 type decodedPlan struct {
@@ -209,6 +216,14 @@ func (c *Control) store(ctx context.Context, p *Plan) error {
 // when the records outnumber the limit by a margin, so that storing a plan
 // does not read every plan each time; a failure is logged, not returned.
 func (c *Control) prune(ctx context.Context) {
+	limit := c.keep + c.keep/10 + 1
+	c.decodedMu.Lock()
+	c.records += 2 // the plan and, once it runs, its progress record
+	known := c.records
+	c.decodedMu.Unlock()
+	if known <= limit {
+		return // fewer records than plans allowed: no read needed
+	}
 	ids, err := c.dir.PlanIDs(ctx)
 	if err != nil {
 		c.lg.Warn("list plans for retention", "err", err)
@@ -220,7 +235,10 @@ func (c *Control) prune(ctx context.Context) {
 			n++
 		}
 	}
-	if n <= c.keep+c.keep/10+1 {
+	c.decodedMu.Lock()
+	c.records = len(ids)
+	c.decodedMu.Unlock()
+	if n <= limit {
 		return
 	}
 	plans, err := c.List(ctx)
@@ -377,6 +395,9 @@ func (c *Control) Active(ctx context.Context) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.decodedMu.Lock()
+	c.records = len(revs)
+	c.decodedMu.Unlock()
 	var stale []string // plans whose state is not known at their revision
 	for id, rev := range revs {
 		c.decodedMu.Lock()
@@ -754,8 +775,14 @@ func (c *Control) MoveSlot(ctx context.Context, slot int, to, operator, reason s
 	if err != nil {
 		return nil, fmt.Errorf("move: %w: %v", ErrInvalid, err)
 	}
-	snap, err := c.dir.Snapshot(ctx)
-	if err != nil {
+	// The table and the active plan are read at once: two round trips
+	// in the time of one.
+	var snap *directory.Snapshot
+	var act *Plan
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { snap, err = c.dir.Snapshot(gctx); return err })
+	g.Go(func() (err error) { act, err = c.Active(gctx); return err })
+	if err := g.Wait(); err != nil {
 		return nil, fmt.Errorf("move: %w", err)
 	}
 	from := snap.Owner(s)
@@ -782,9 +809,7 @@ func (c *Control) MoveSlot(ctx context.Context, slot int, to, operator, reason s
 	// made on by construction, and there are no node edits: the plan is
 	// stored applying at once, instead of stored and then applied (two
 	// more round trips and a decode, most of a move of an empty slot).
-	if act, err := c.Active(ctx); err != nil {
-		return nil, fmt.Errorf("move: %w", err)
-	} else if act != nil {
+	if act != nil {
 		return nil, fmt.Errorf("move: %w: plan %s is %s; wait for it, or slotctl cancel it first", ErrPrecondition, act.ID, act.State)
 	}
 	p.State = StateApplying
