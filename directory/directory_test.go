@@ -545,11 +545,31 @@ func TestThrottleAndPlans(t *testing.T) {
 	if b, err := d.Plan(ctx, "p1"); err != nil || string(b) != "one" {
 		t.Fatalf("plan p1 = %q %v", b, err)
 	}
-	if err := d.DeletePlan(ctx, "p1"); err != nil {
+	if err := d.DeletePlans(ctx, "p1", "bad id/"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("delete with a bad id: %v", err)
+	}
+	if _, err := d.Plan(ctx, "p1"); err != nil {
+		t.Fatalf("a delete with a bad id deleted p1: %v", err)
+	}
+	if err := d.DeletePlans(ctx, "p1", "never-stored"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.Plan(ctx, "p1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("deleted plan: %v", err)
+	}
+	// More than one transaction's worth.
+	many := make([]string, planDeletesPerTxn+20)
+	for i := range many {
+		many[i] = fmt.Sprintf("q%03d", i)
+		if err := d.CreatePlan(ctx, many[i], []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.DeletePlans(ctx, many...); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := d.PlanIDs(ctx); err != nil || !slices.Equal(ids, []string{"p2"}) {
+		t.Fatalf("after deleting %d plans: %v %v", len(many), ids, err)
 	}
 }
 

@@ -188,14 +188,33 @@ func (d *Directory) PlanAt(ctx context.Context, id string) ([]byte, int64, error
 	return resp.Kvs[0].Value, resp.Kvs[0].ModRevision, nil
 }
 
-// DeletePlan removes the plan stored under id; deleting a missing plan is
-// not an error.
-func (d *Directory) DeletePlan(ctx context.Context, id string) error {
-	if err := checkID("plan id", id); err != nil {
-		return fmt.Errorf("delete plan: %w", err)
+// DeletePlans removes the plans stored under ids, up to planDeletesPerTxn
+// of them in one etcd transaction (a retention sweep of dozens of old
+// plans is one round trip, not dozens); deleting a missing plan is not an
+// error. An invalid id deletes nothing.
+func (d *Directory) DeletePlans(ctx context.Context, ids ...string) error {
+	for _, id := range ids {
+		if err := checkID("plan id", id); err != nil {
+			return fmt.Errorf("delete plans: %w", err)
+		}
 	}
-	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
-	defer cancel()
-	_, err := d.cli.Delete(rctx, d.k.plan(id))
-	return fromEtcd(ctx, "delete plan "+id, err)
+	for len(ids) > 0 {
+		n := min(len(ids), planDeletesPerTxn)
+		ops := make([]clientv3.Op, n)
+		for i, id := range ids[:n] {
+			ops[i] = clientv3.OpDelete(d.k.plan(id))
+		}
+		rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+		_, err := d.cli.Txn(rctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return fromEtcd(ctx, "delete plans", err)
+		}
+		ids = ids[n:]
+	}
+	return nil
 }
+
+// planDeletesPerTxn keeps a deletion under etcd's default limit of 128
+// operations per transaction.
+const planDeletesPerTxn = 100

@@ -64,11 +64,11 @@ type Control struct {
 	decodedMu sync.Mutex
 	decoded   map[string]decodedPlan
 	states    map[string]planState // by plan id, for Active
-	// records is how many plan records (progress records included) this
+	// plansSeen is how many plans (progress records not counted) this
 	// process last saw, plus those it stored since: prune reads the ids
 	// only when it may be over the limit. Other replicas' plans make it
 	// low; they prune on their own stores.
-	records int
+	plansSeen int
 }
 
 type decodedPlan struct {
@@ -218,11 +218,11 @@ func (c *Control) store(ctx context.Context, p *Plan) error {
 func (c *Control) prune(ctx context.Context) {
 	limit := c.keep + c.keep/10 + 1
 	c.decodedMu.Lock()
-	c.records += 2 // the plan and, once it runs, its progress record
-	known := c.records
+	c.plansSeen++
+	known := c.plansSeen
 	c.decodedMu.Unlock()
 	if known <= limit {
-		return // fewer records than plans allowed: no read needed
+		return // fewer plans than allowed: no read needed
 	}
 	ids, err := c.dir.PlanIDs(ctx)
 	if err != nil {
@@ -236,7 +236,7 @@ func (c *Control) prune(ctx context.Context) {
 		}
 	}
 	c.decodedMu.Lock()
-	c.records = len(ids)
+	c.plansSeen = n
 	c.decodedMu.Unlock()
 	if n <= limit {
 		return
@@ -247,18 +247,28 @@ func (c *Control) prune(ctx context.Context) {
 		return
 	}
 	plans = slices.DeleteFunc(plans, func(p *Plan) bool { return p.State.Active() })
-	for _, p := range plans[:max(0, len(plans)-c.keep)] { // oldest first
-		for _, id := range []string{p.ID, p.ID + progressSuffix} {
-			if err := c.dir.DeletePlan(ctx, id); err != nil {
-				c.lg.Warn("delete old plan", "plan", id, "err", err)
-				return
-			}
-		}
-		c.decodedMu.Lock()
-		delete(c.decoded, p.ID)
-		c.decodedMu.Unlock()
-		c.lg.Info("old plan deleted", "plan", p.ID, "state", p.State, "created", p.Created)
+	old := plans[:max(0, len(plans)-c.keep)] // oldest first
+	if len(old) == 0 {
+		return
 	}
+	// One transaction for all of them: this runs inside the request that
+	// stored a plan (slotctl move), and a sweep of 20 plans deleted one
+	// record at a time added 36-40 ms to every 21st move.
+	ids = ids[:0]
+	for _, p := range old {
+		ids = append(ids, p.ID, p.ID+progressSuffix)
+	}
+	if err := c.dir.DeletePlans(ctx, ids...); err != nil {
+		c.lg.Warn("delete old plans", "plans", len(old), "err", err)
+		return
+	}
+	c.decodedMu.Lock()
+	for _, p := range old {
+		delete(c.decoded, p.ID)
+	}
+	c.plansSeen -= len(old)
+	c.decodedMu.Unlock()
+	c.lg.Info("old plans deleted", "plans", len(old), "oldest", old[0].ID, "newest", old[len(old)-1].ID, "created_from", old[0].Created)
 }
 
 // Submit stores a plan from a plan file as proposed, after checking that it
@@ -395,8 +405,14 @@ func (c *Control) Active(ctx context.Context) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	n := 0
+	for id := range revs {
+		if !isProgressID(id) {
+			n++
+		}
+	}
 	c.decodedMu.Lock()
-	c.records = len(revs)
+	c.plansSeen = n
 	c.decodedMu.Unlock()
 	var stale []string // plans whose state is not known at their revision
 	for id, rev := range revs {
