@@ -989,6 +989,14 @@ func afterMoves(snap *directory.Snapshot, nodes []planner.Node, moves []PlannedM
 		out[idx[m.From]].BytesAfter -= m.Bytes
 		out[idx[m.To]].BytesAfter += m.Bytes
 	}
+	pn := make([]planner.Node, len(out))
+	cur := make([]int, len(out))
+	for i, n := range out {
+		pn[i], cur[i] = planner.Node{ID: n.ID, State: n.State, Weight: n.Weight}, n.SlotsBefore
+	}
+	for i, t := range planner.Targets(pn, cur) {
+		out[i].TargetSlots = t
+	}
 	slices.SortFunc(out, func(a, b planner.NodeChange) int {
 		if a.ID < b.ID {
 			return -1

@@ -132,6 +132,7 @@ func planProto(p *mover.Plan, withMoves bool, inFlight map[int]directory.Move) *
 	for _, n := range p.Nodes {
 		out.Nodes = append(out.Nodes, &slotdv1.NodeBalance{
 			NodeId: n.ID, SlotsBefore: uint32(max(n.SlotsBefore, 0)), SlotsAfter: uint32(max(n.SlotsAfter, 0)),
+			TargetSlots: uint32(max(n.TargetSlots, 0)),
 			BytesBefore: uint64(max(n.BytesBefore, 0)), BytesAfter: uint64(max(n.BytesAfter, 0)),
 		})
 	}
@@ -165,7 +166,7 @@ func PlanFromProto(pb *slotdv1.Plan) *mover.Plan {
 	}
 	for _, n := range pb.GetNodes() {
 		p.Nodes = append(p.Nodes, planner.NodeChange{
-			ID: n.GetNodeId(), SlotsBefore: int(n.GetSlotsBefore()), SlotsAfter: int(n.GetSlotsAfter()),
+			ID: n.GetNodeId(), SlotsBefore: int(n.GetSlotsBefore()), SlotsAfter: int(n.GetSlotsAfter()), TargetSlots: int(n.GetTargetSlots()),
 			BytesBefore: int64(min(n.GetBytesBefore(), 1<<62)), BytesAfter: int64(min(n.GetBytesAfter(), 1<<62)),
 		})
 	}

@@ -122,10 +122,14 @@ func printPlanPreview(w io.Writer, p *slotdv1.Plan, rate uint64) error {
 		}
 	}
 	fmt.Fprintln(w)
-	t := newTable(w, "NODE", "SLOTS BEFORE", "SLOTS AFTER", "CHANGE", "BYTES BEFORE", "BYTES AFTER")
+	t := newTable(w, "NODE", "SLOTS BEFORE", "SLOTS AFTER", "CHANGE", "TARGET", "BYTES BEFORE", "BYTES AFTER")
 	for _, n := range p.GetNodes() {
+		target := "-" // not active: its share is none
+		if n.GetTargetSlots() > 0 {
+			target = fmt.Sprint(n.GetTargetSlots())
+		}
 		t.row(n.GetNodeId(), n.GetSlotsBefore(), n.GetSlotsAfter(), fmt.Sprintf("%+d", int64(n.GetSlotsAfter())-int64(n.GetSlotsBefore())),
-			formatBytes(n.GetBytesBefore()), formatBytes(n.GetBytesAfter()))
+			target, formatBytes(n.GetBytesBefore()), formatBytes(n.GetBytesAfter()))
 	}
 	if err := t.flush(); err != nil {
 		return err

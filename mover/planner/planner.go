@@ -74,8 +74,11 @@ type NodeChange struct {
 	Weight      int    `json:"weight"`
 	SlotsBefore int    `json:"slots_before"`
 	SlotsAfter  int    `json:"slots_after"`
-	BytesBefore int64  `json:"bytes_before"`
-	BytesAfter  int64  `json:"bytes_after"`
+	// TargetSlots is the node's weight-proportional share over the active
+	// nodes (what a balanced table gives it): 0 for a node not active.
+	TargetSlots int   `json:"target_slots"`
+	BytesBefore int64 `json:"bytes_before"`
+	BytesAfter  int64 `json:"bytes_after"`
 }
 
 // Plan is an ordered list of single-slot moves computed at one directory
@@ -165,7 +168,7 @@ func Compute(in Input) (*Plan, error) {
 	for i, n := range nodes {
 		p.Nodes = append(p.Nodes, NodeChange{
 			ID: n.ID, State: n.State, Weight: n.Weight,
-			SlotsBefore: current[i], SlotsAfter: after[i],
+			SlotsBefore: current[i], SlotsAfter: after[i], TargetSlots: target[i],
 			BytesBefore: bytesOf[i], BytesAfter: bytesAfter[i],
 		})
 	}
@@ -246,9 +249,38 @@ func validate(in Input) error {
 	return nil
 }
 
+// Targets returns each node's slot target (see targets) for nodes holding
+// current slots now. Nodes are taken in id order for ties, whatever their
+// order here.
+func Targets(nodes []Node, current []int) []int {
+	out := make([]int, len(nodes))
+	if !slices.ContainsFunc(nodes, func(n Node) bool { return n.State == StateActive && n.Weight > 0 }) {
+		return out // no active weight: nothing is anyone's share
+	}
+	order := make([]int, len(nodes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(nodes[a].ID, nodes[b].ID) })
+	sorted := make([]Node, len(nodes))
+	cur := make([]int, len(nodes))
+	for k, i := range order {
+		sorted[k], cur[k] = nodes[i], current[i]
+	}
+	t, err := targets(sorted, cur)
+	if err != nil {
+		return out
+	}
+	for k, i := range order {
+		out[i] = t[k]
+	}
+	return out
+}
+
 // targets returns each node's slot target: weight-proportional over active
 // nodes, by largest remainder. Ties in the remainder go to the node holding
-// more slots now (fewer moves), then to the smaller id.
+// more slots now (fewer moves), then to the smaller id (nodes must be in
+// id order).
 func targets(nodes []Node, current []int) ([]int, error) {
 	var total int64
 	for _, n := range nodes {

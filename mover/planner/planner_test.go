@@ -128,6 +128,28 @@ func TestCompute(t *testing.T) {
 			if len(p.Moves) != tc.moves {
 				t.Fatalf("%d moves, want %d", len(p.Moves), tc.moves)
 			}
+			// A full plan ends at every node's target; Targets agrees with
+			// the planner whatever the order of the nodes.
+			in := slices.Clone(tc.in.Nodes)
+			slices.Reverse(in)
+			cur := make([]int, len(in))
+			for i, n := range in {
+				for _, o := range tc.in.Owners {
+					if o == n.ID {
+						cur[i]++
+					}
+				}
+			}
+			want := map[string]int{}
+			for i, tg := range Targets(in, cur) {
+				want[in[i].ID] = tg
+			}
+			for _, n := range p.Nodes {
+				busyLeft := tc.in.Busy != nil && n.SlotsAfter != n.TargetSlots
+				if n.TargetSlots != want[n.ID] || (!busyLeft && n.SlotsAfter != n.TargetSlots) {
+					t.Errorf("node %s: target %d (Targets says %d), after %d", n.ID, n.TargetSlots, want[n.ID], n.SlotsAfter)
+				}
+			}
 			again, _ := Compute(tc.in)
 			if again.ID != p.ID || !slices.Equal(again.Moves, p.Moves) {
 				t.Fatal("same input, different plan")
