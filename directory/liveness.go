@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
 )
 
 // aliveRec is the value of alive/<id>: the key exists while the node's
@@ -143,6 +145,90 @@ func (d *Directory) CheckLiveness(ctx context.Context) (int, error) {
 		d.lg.Info("node liveness changed", "node", n.ID, "down", want, "reason", reason, "version", v)
 	}
 	return changed, nil
+}
+
+// NodeLiveness is what the directory knows of one node's heartbeats.
+type NodeLiveness struct {
+	// LastHeartbeat is when the node's lease was last renewed, to the
+	// second (etcd keeps lease TTLs in whole seconds); zero when the node
+	// has no live lease: it never sent a heartbeat, or missed DownAfter.
+	LastHeartbeat time.Time
+	// RunSince is the first heartbeat of the current unbroken run; zero
+	// without a live lease.
+	RunSince time.Time
+	// HoldDownUntil is when a down node that is heartbeating again will be
+	// marked up (RunSince + HoldDown); zero for a node that is not down or
+	// not heartbeating.
+	HoldDownUntil time.Time
+}
+
+// livenessReads bounds the lease lookups Liveness has in flight at once.
+const livenessReads = 16
+
+// Liveness returns the liveness of every registered node, by id: one read
+// of the leases' keys, one of the nodes, and one lease lookup per live
+// node (livenessReads at a time).
+func (d *Directory) Liveness(ctx context.Context) (map[string]NodeLiveness, error) {
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := d.cli.Get(rctx, d.k.alivePrefix(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fromEtcd(ctx, "read liveness", err)
+	}
+	nodes, _, err := d.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]NodeLiveness, len(nodes))
+	down := map[string]bool{}
+	for _, n := range nodes {
+		out[n.ID] = NodeLiveness{}
+		down[n.ID] = n.Down
+	}
+	type lookup struct {
+		id    string
+		lease clientv3.LeaseID
+		since time.Time
+	}
+	var todo []lookup
+	for _, kv := range resp.Kvs {
+		id := string(kv.Key[len(d.k.alivePrefix()):])
+		var a aliveRec
+		if _, ok := out[id]; !ok || json.Unmarshal(kv.Value, &a) != nil {
+			continue // removed meanwhile, or unreadable (CheckLiveness reports those)
+		}
+		todo = append(todo, lookup{id, clientv3.LeaseID(kv.Lease), a.Since})
+	}
+	now := d.cfg.Now()
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(rctx)
+	g.SetLimit(livenessReads)
+	for _, l := range todo {
+		g.Go(func() error {
+			ttl, err := d.cli.TimeToLive(gctx, l.lease)
+			if err != nil {
+				return fromEtcd(ctx, "read lease of "+l.id, err)
+			}
+			if ttl.TTL <= 0 {
+				return nil // expired since the read
+			}
+			nl := NodeLiveness{
+				LastHeartbeat: now.Add(-time.Duration(ttl.GrantedTTL-ttl.TTL) * time.Second).UTC().Truncate(time.Second),
+				RunSince:      l.since,
+			}
+			if down[l.id] {
+				nl.HoldDownUntil = l.since.Add(d.cfg.HoldDown)
+			}
+			mu.Lock()
+			out[l.id] = nl
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // RunLiveness runs CheckLiveness every LivenessInterval until ctx is done,

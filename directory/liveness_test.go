@@ -153,3 +153,53 @@ func TestDrainedNodeStaysDrainingAfterDownAndUp(t *testing.T) {
 		t.Fatalf("n1 is %s after coming back, want draining", s)
 	}
 }
+
+// TestLivenessReport: what ListNodes shows of heartbeats — the last
+// renewal (to the second), the start of the run, and for a down node that
+// heartbeats again when its hold-down ends.
+func TestLivenessReport(t *testing.T) {
+	clock := newFakeClock()
+	const downAfter, holdDown = 2 * time.Second, time.Hour
+	_, d, _ := setup(t, 2, func(c *Config) {
+		c.Now = clock.Now
+		c.DownAfter = downAfter
+		c.HoldDown = holdDown
+	})
+	ctx := testCtx(t)
+	liveness := func() map[string]NodeLiveness {
+		t.Helper()
+		l, err := d.Liveness(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l) != 2 {
+			t.Fatalf("liveness of %d nodes, want 2: %v", len(l), l)
+		}
+		return l
+	}
+	if l := liveness(); l["n0"] != (NodeLiveness{}) || l["n1"] != (NodeLiveness{}) {
+		t.Fatalf("before any heartbeat: %+v", l)
+	}
+
+	start := clock.Now().UTC()
+	heartbeat(t, d, "n0")
+	n0 := liveness()["n0"]
+	// The lease's TTL is whole seconds, so the renewal is known to a second.
+	if age := start.Sub(n0.LastHeartbeat); age < 0 || age > 2*time.Second || !n0.RunSince.Equal(start) || !n0.HoldDownUntil.IsZero() {
+		t.Fatalf("n0 after a heartbeat: %+v (now %v)", n0, start)
+	}
+
+	// n1 never heartbeats: down after DownAfter; then it comes back.
+	clock.Advance(downAfter)
+	heartbeat(t, d, "n0")
+	checkLiveness(t, d)
+	if s := nodeState(t, d, "n1"); s != NodeDown {
+		t.Fatalf("n1 is %s, want down", s)
+	}
+	back := clock.Now().UTC()
+	heartbeat(t, d, "n1")
+	n1 := liveness()["n1"]
+	if !n1.RunSince.Equal(back) || !n1.HoldDownUntil.Equal(back.Add(holdDown)) {
+		t.Fatalf("n1 back after down: %+v, want run since %v and hold-down until %v", n1, back, back.Add(holdDown))
+	}
+}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -189,9 +190,27 @@ func TestNodeCalls(t *testing.T) {
 		}
 		return false
 	})
+	before := time.Now()
 	hb, err := ac.Heartbeat(ctx, &slotdv1.HeartbeatRequest{NodeId: "e", Session: reg.GetSession()})
 	if err != nil || hb.GetState() != slotdv1.NodeState_NODE_STATE_ACTIVE || hb.GetVersion() == 0 {
 		t.Fatalf("heartbeat: %v %v", hb, err)
+	}
+	// ListNodes shows the heartbeat, to the second (etcd keeps lease TTLs
+	// in whole seconds, and the time is truncated): between the call and
+	// now, give or take those two seconds.
+	l, err := dc.ListNodes(ctx, &slotdv1.ListNodesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	for _, n := range l.GetNodes() {
+		last := n.GetLastHeartbeat()
+		switch {
+		case n.GetNode().GetId() == "e" && (last == nil || last.AsTime().Before(before.Add(-2*time.Second)) || last.AsTime().After(after)):
+			t.Errorf("node e heartbeated just now; ListNodes says last heartbeat %v", last)
+		case n.GetNode().GetId() != "e" && last != nil:
+			t.Errorf("node %s never heartbeated; ListNodes says %v", n.GetNode().GetId(), last)
+		}
 	}
 	if _, err := ac.RemoveNode(ctx, &slotdv1.RemoveNodeRequest{NodeId: "e"}); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -195,11 +196,20 @@ func (s *DirectoryServer) ListNodes(ctx context.Context, _ *slotdv1.ListNodesReq
 			counts[m.OwnerID(slots.MustNew(i))]++
 		}
 	}
+	// Heartbeats are not part of the map (they change every second and
+	// would wake every watcher): they are read from etcd here.
+	live, err := s.dir.Liveness(ctx)
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("list nodes: %w", err))
+	}
 	resp := &slotdv1.ListNodesResponse{Version: m.Version()}
 	for _, n := range m.Nodes() {
+		l := live[n.ID]
 		resp.Nodes = append(resp.Nodes, &slotdv1.NodeInfo{
-			Node:  &slotdv1.Node{Id: n.ID, Address: n.Addr, Zone: n.Zone, Weight: n.Weight, State: n.State},
-			Slots: counts[n.ID],
+			Node:          &slotdv1.Node{Id: n.ID, Address: n.Addr, Zone: n.Zone, Weight: n.Weight, State: n.State},
+			Slots:         counts[n.ID],
+			LastHeartbeat: ts(l.LastHeartbeat),
+			HoldDownUntil: ts(l.HoldDownUntil),
 		})
 	}
 	return resp, nil

@@ -460,7 +460,8 @@ type NodeInfo struct {
 	Node  *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	// Number of slots the node owns.
 	Slots uint32 `protobuf:"varint,2,opt,name=slots,proto3" json:"slots,omitempty"`
-	// Last lease renewal seen; unset if never.
+	// Last lease renewal, to the second; unset while the node has no live
+	// lease (it never sent a heartbeat, or missed them for the down-after).
 	LastHeartbeat *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_heartbeat,json=lastHeartbeat,proto3" json:"last_heartbeat,omitempty"`
 	// While set and in the future, a returning node stays DOWN (flap damping).
 	HoldDownUntil *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=hold_down_until,json=holdDownUntil,proto3" json:"hold_down_until,omitempty"`
