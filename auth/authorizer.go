@@ -37,6 +37,9 @@ type Config struct {
 	// TrustDomain is the cluster name in role URIs and OUs; default
 	// DefaultTrustDomain.
 	TrustDomain string
+	// RequireNodeIdentity refuses a store caller bound to no node id (see
+	// CheckNode) the node calls: registration and heartbeats.
+	RequireNodeIdentity bool
 	// ReloadInterval bounds how often TokenFile is re-read; default
 	// DefaultReloadInterval.
 	ReloadInterval time.Duration
@@ -192,6 +195,7 @@ func (a *Authorizer) identify(ctx context.Context) (Identity, error) {
 			if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.VerifiedChains) > 0 {
 				leaf := info.State.VerifiedChains[0][0]
 				id.Roles |= CertRoles(leaf, a.cfg.TrustDomain)
+				id.Nodes = append(id.Nodes, CertNodes(leaf, a.cfg.TrustDomain)...)
 				id.Source = "certificate"
 				names = append(names, certName(leaf))
 			}
@@ -214,6 +218,7 @@ func (a *Authorizer) identify(ctx context.Context) (Identity, error) {
 			return Identity{}, errors.New("unknown bearer token")
 		}
 		id.Roles |= e.roles
+		id.Nodes = append(id.Nodes, e.nodes...)
 		if id.Source == "" {
 			id.Source = "token"
 		} else {
@@ -222,6 +227,7 @@ func (a *Authorizer) identify(ctx context.Context) (Identity, error) {
 		names = append(names, e.name)
 	}
 	id.Name = strings.Join(names, "+")
+	id.nodeRequired = a.cfg.RequireNodeIdentity
 	return id, nil
 }
 

@@ -12,14 +12,19 @@
 //     subject OU "<trust domain>/role/<role>" grants <role> (see CertRoles;
 //     trust domain "slotd" by default), and/or
 //   - an "authorization: Bearer <token>" header, checked in constant time
-//     against a token file of lines "token role[,role] [name]" that is
-//     re-read when it changes (a bad edit keeps the previous tokens).
+//     against a token file of lines "token role[,role][,node:ID] [name]"
+//     that is re-read when it changes (a bad edit keeps the previous tokens).
 //
 // Both together grant the union. A Policy maps full method names to the
 // roles that may call them; methods without a rule are denied. The
 // interceptors answer Unauthenticated when the caller proved no identity or
 // sent a bad token, PermissionDenied (naming the method and the role needed)
 // when it lacks the role; either way the handler never runs.
+//
+// A store identity may be bound to node ids (certificate URI SANs
+// spiffe://<trust domain>/node/<id>, token items node:<id>); CheckNode, which
+// slotd calls on registration and heartbeats, then lets it act as those
+// nodes only, and Config.RequireNodeIdentity refuses unbound ones.
 //
 // With neither client certificates nor a token file configured
 // (Config.Enabled() == false) everything is allowed: the demo runs so unless

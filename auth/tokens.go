@@ -26,14 +26,16 @@ var ErrTokenFile = errors.New("auth: bad token file")
 type tokenEntry struct {
 	digest [sha256.Size]byte
 	roles  RoleSet
+	nodes  []string // node:<id> items: the store nodes the token may act as
 	name   string
 }
 
 // parseTokens reads the token file format:
 //
 //	# comment
-//	<token> <role>[,<role>...] [name]
+//	<token> <role>[,<role>...][,node:<id>...] [name]
 //
+// A node:<id> item binds a store token to node <id> (see CheckNode).
 // Errors name the line but never echo a token.
 func parseTokens(path string, data []byte) ([]tokenEntry, error) {
 	var out []tokenEntry
@@ -53,6 +55,13 @@ func parseTokens(path string, data []byte) ([]tokenEntry, error) {
 		}
 		e := tokenEntry{digest: sha256.Sum256([]byte(f[0]))}
 		for _, name := range strings.Split(f[1], ",") {
+			if id, ok := strings.CutPrefix(name, "node:"); ok {
+				if id == "" || strings.ContainsAny(id, "/ ") {
+					return nil, fmt.Errorf("%w: %s line %d: %q is not node:<id>", ErrTokenFile, path, n, name)
+				}
+				e.nodes = append(e.nodes, id)
+				continue
+			}
 			r, err := ParseRole(name)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s line %d: %w", ErrTokenFile, path, n, err)

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
@@ -197,5 +198,84 @@ func TestCertRoles(t *testing.T) {
 		if got, want := devca.RoleURI(DefaultTrustDomain, string(r)).String(), RoleURI(DefaultTrustDomain, r); got != want {
 			t.Errorf("devca.RoleURI = %s, auth.RoleURI = %s", got, want)
 		}
+	}
+}
+
+func TestParseTokenNodes(t *testing.T) {
+	const tok = "0123456789abcdef0123"
+	es, err := parseTokens("tokens.txt", []byte(tok+" store,read,node:n1,node:n-2 s1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 1 || es[0].roles.String() != "read,store" || strings.Join(es[0].nodes, " ") != "n1 n-2" {
+		t.Fatalf("entry %+v", es)
+	}
+	for _, bad := range []string{" store,node:\n", " store,node:a/b\n"} {
+		if _, err := parseTokens("tokens.txt", []byte(tok+bad)); !errors.Is(err, ErrTokenFile) || !strings.Contains(err.Error(), "is not node:<id>") {
+			t.Errorf("%q: err = %v, want ErrTokenFile naming node:<id>", bad, err)
+		}
+	}
+}
+
+func TestCertNodes(t *testing.T) {
+	tests := []struct {
+		name string
+		uris []string
+		want string
+	}{
+		{"one node", []string{"spiffe://slotd/role/store", "spiffe://slotd/node/n1"}, "n1"},
+		{"two nodes", []string{"spiffe://slotd/node/n1", "spiffe://slotd/node/n2"}, "n1 n2"},
+		{"no node", []string{"spiffe://slotd/role/store"}, ""},
+		{"other trust domain", []string{"spiffe://other/node/n1"}, ""},
+		{"other scheme", []string{"https://slotd/node/n1"}, ""},
+		{"empty id", []string{"spiffe://slotd/node/"}, ""},
+		{"nested path", []string{"spiffe://slotd/node/n1/x"}, ""},
+		{"query smuggling", []string{"spiffe://slotd/node/n1?x=1"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &x509.Certificate{SerialNumber: big.NewInt(1)}
+			for _, s := range tc.uris {
+				u, err := url.Parse(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.URIs = append(c.URIs, u)
+			}
+			if got := strings.Join(CertNodes(c, "slotd"), " "); got != tc.want {
+				t.Fatalf("CertNodes = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := NodeURI("slotd", "n1"); got != "spiffe://slotd/node/n1" {
+		t.Errorf("NodeURI = %s", got)
+	}
+}
+
+func TestCheckNode(t *testing.T) {
+	with := func(id Identity) context.Context { return context.WithValue(context.Background(), identityKey{}, id) }
+	store := NewRoleSet(RoleStore, RoleRead)
+	tests := []struct {
+		name string
+		ctx  context.Context
+		node string
+		ok   bool
+	}{
+		{"authorization off", context.Background(), "n2", true},
+		{"admin registers anyone", with(Identity{Name: "admin", Roles: NewRoleSet(RoleAdmin), nodeRequired: true}), "n2", true},
+		{"bound, own node", with(Identity{Name: "s1", Roles: store, Nodes: []string{"n1"}}), "n1", true},
+		{"bound, other node", with(Identity{Name: "s1", Roles: store, Nodes: []string{"n1"}}), "n2", false},
+		{"bound twice", with(Identity{Name: "s1", Roles: store, Nodes: []string{"n1", "n2"}}), "n2", true},
+		{"unbound, not required", with(Identity{Name: "s", Roles: store}), "n2", true},
+		{"unbound, required", with(Identity{Name: "s", Roles: store, nodeRequired: true}), "n2", false},
+		{"bound, required", with(Identity{Name: "s1", Roles: store, Nodes: []string{"n1"}, nodeRequired: true}), "n1", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckNode(tc.ctx, tc.node)
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrNotThisNode)) {
+				t.Fatalf("CheckNode(%s) = %v, want ok=%v", tc.node, err, tc.ok)
+			}
+		})
 	}
 }

@@ -90,6 +90,9 @@ func (s *AdminServer) RegisterNode(ctx context.Context, req *slotdv1.RegisterNod
 	if pn.GetId() == "" || pn.GetAddress() == "" {
 		return nil, invalid("register node: id and address are required")
 	}
+	if err := auth.CheckNode(ctx, pn.GetId()); err != nil {
+		return nil, toStatus(fmt.Errorf("register node %s: %w", pn.GetId(), err))
+	}
 	n := directory.Node{ID: pn.GetId(), Addr: pn.GetAddress(), Zone: pn.GetZone(), Weight: int(pn.GetWeight())}
 	if n.Weight == 0 {
 		n.Weight = 1
@@ -129,6 +132,9 @@ func (s *AdminServer) RegisterNode(ctx context.Context, req *slotdv1.RegisterNod
 // Heartbeat implements slotdv1.AdminServer. NOT_FOUND when the node is not
 // registered (it was removed): register again.
 func (s *AdminServer) Heartbeat(ctx context.Context, req *slotdv1.HeartbeatRequest) (*slotdv1.HeartbeatResponse, error) {
+	if err := auth.CheckNode(ctx, req.GetNodeId()); err != nil {
+		return nil, toStatus(fmt.Errorf("heartbeat of %s: %w", req.GetNodeId(), err))
+	}
 	if err := s.dir.Heartbeat(ctx, req.GetNodeId()); err != nil {
 		return nil, toStatus(err)
 	}

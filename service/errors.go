@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/slotd/slotd/auth"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/mover"
 )
@@ -35,6 +36,7 @@ var codeOf = []struct {
 	{directory.ErrConflict, codes.Aborted},
 	{directory.ErrUnavailable, codes.Unavailable},
 	{ErrClosed, codes.Unavailable},
+	{auth.ErrNotThisNode, codes.PermissionDenied},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
 }

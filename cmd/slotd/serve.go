@@ -53,6 +53,7 @@ type options struct {
 	tlsCA          string
 	clientAuth     string
 	tokenFile      string
+	requireNodeID  bool
 	etcdTLSCert    string
 	etcdTLSKey     string
 	etcdTLSCA      string
@@ -74,6 +75,8 @@ func (o *options) validate() error {
 		return usageError{errors.New("--data-dir is required for the embedded etcd (or give --etcd-endpoints)")}
 	case o.tokenFile != "" && o.tlsCert == "":
 		return usageError{errors.New("--token-file needs --tls-cert and --tls-key: bearer tokens must not cross plaintext")}
+	case o.requireNodeID && o.tlsCA == "" && o.tokenFile == "":
+		return usageError{errors.New("--require-node-identity needs identities: give --tls-ca (client certificates) or --token-file")}
 	case len(o.etcdEndpoints) == 0 && (o.etcdTLSKey != "" || o.etcdTLSCA != "") && o.etcdTLSCert == "":
 		return usageError{errors.New("the embedded etcd serves TLS with --etcd-tls-cert and --etcd-tls-key (a server and client certificate, like certs/server.pem); --etcd-tls-ca alone is not enough")}
 	case o.requestTimeout <= 0 || o.downAfter <= 0 || o.holdDown < 0 || o.shutdown <= 0:
@@ -131,7 +134,8 @@ Every flag is also an environment variable: --data-dir is SLOTD_DATA_DIR.`,
 	f.StringVar(&o.tlsKey, "tls-key", "", "private key (PEM) for --tls-cert")
 	f.StringVar(&o.tlsCA, "tls-ca", "", "CA (PEM) that verifies client certificates (roles) and store nodes")
 	f.StringVar(&o.clientAuth, "client-auth", "", "client certificates: none, request or require (default: request with --tls-ca, else none)")
-	f.StringVar(&o.tokenFile, "token-file", "", `bearer tokens, one "token role[,role] [name]" a line; needs TLS`)
+	f.StringVar(&o.tokenFile, "token-file", "", `bearer tokens, one "token role[,role][,node:ID] [name]" a line; needs TLS`)
+	f.BoolVar(&o.requireNodeID, "require-node-identity", false, "refuse registration and heartbeats from a store identity bound to no node id (certificate URI SAN spiffe://slotd/node/ID, or token item node:ID); bound identities act only as their own node either way")
 	f.StringVar(&o.etcdTLSCert, "etcd-tls-cert", "", "client certificate (PEM) for --etcd-endpoints; without them, the embedded etcd serves TLS (https) with it and slotd presents it as its client certificate")
 	f.StringVar(&o.etcdTLSKey, "etcd-tls-key", "", "private key (PEM) for --etcd-tls-cert")
 	f.StringVar(&o.etcdTLSCA, "etcd-tls-ca", "", "CA (PEM) that verifies the etcd servers; the embedded etcd then requires client certificates from it")
@@ -241,7 +245,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) (err error) {
 
 	az, err := auth.New(auth.Config{
 		Policy: service.Policy(), ClientCerts: ts != nil && srvTLS.VerifiesClientCerts(),
-		TokenFile: o.tokenFile, Logger: lg, Registerer: reg,
+		TokenFile: o.tokenFile, RequireNodeIdentity: o.requireNodeID, Logger: lg, Registerer: reg,
 	})
 	if err != nil {
 		return err
