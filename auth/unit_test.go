@@ -250,6 +250,10 @@ func TestCertNodes(t *testing.T) {
 	if got := NodeURI("slotd", "n1"); got != "spiffe://slotd/node/n1" {
 		t.Errorf("NodeURI = %s", got)
 	}
+	// devca writes the same node URIs this package reads.
+	if got, want := devca.NodeURI(DefaultTrustDomain, "n1").String(), NodeURI(DefaultTrustDomain, "n1"); got != want {
+		t.Errorf("devca.NodeURI = %s, auth.NodeURI = %s", got, want)
+	}
 }
 
 func TestCheckNode(t *testing.T) {

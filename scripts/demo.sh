@@ -12,8 +12,11 @@
 # DEMO_TLS=1: slotd serves TLS and requires a role (client certificate or
 # token) on every call; its embedded etcd serves TLS and requires client
 # certificates; the slotkv nodes require mutual TLS (slotd's mover dials them
-# with certs/store.pem) and register with slotd with certs/store.pem; slotctl
-# uses certs/admin.pem; the KV clients (load, traffic, check) certs/read.pem.
+# with certs/store.pem) and register with slotd each with its own certificate,
+# bound to its node id (certs/store-n1.pem ...; slotd runs with
+# --require-node-identity, so a node can register and heartbeat only as
+# itself); slotctl uses certs/admin.pem; the KV clients (load, traffic,
+# check) certs/read.pem.
 #
 # Data lives in ./.demo. The demo's data is throwaway, and every slot move
 # waits for a few etcd fsyncs (phase changes, commit) and a fence fsync on
@@ -85,11 +88,12 @@ SLOTD_TLS=() NODE_TLS=() CLIENT_TLS=()
 SLOTCTL=("$BIN/slotctl")
 if [[ ${DEMO_TLS:-} == 1 ]]; then
 	SLOTD_TLS=(--tls-cert "$CERTS/server.pem" --tls-key "$CERTS/server-key.pem" --tls-ca "$CERTS/ca.pem"
-		--token-file "$CERTS/tokens.txt"
+		--token-file "$CERTS/tokens.txt" --require-node-identity
 		--store-tls-cert "$CERTS/store.pem" --store-tls-key "$CERTS/store-key.pem"
 		--etcd-tls-cert "$CERTS/server.pem" --etcd-tls-key "$CERTS/server-key.pem" --etcd-tls-ca "$CERTS/ca.pem")
+	# Each node's --slotd-tls-cert is its own (start_node adds it).
 	NODE_TLS=(--tls-cert "$CERTS/server.pem" --tls-key "$CERTS/server-key.pem" --tls-ca "$CERTS/ca.pem"
-		--client-auth require --slotd-tls-cert "$CERTS/store.pem" --slotd-tls-key "$CERTS/store-key.pem")
+		--client-auth require)
 	CLIENT_TLS=(--tls-ca "$CERTS/ca.pem" --tls-cert "$CERTS/read.pem" --tls-key "$CERTS/read-key.pem")
 	SLOTCTL+=(--tls-ca="$CERTS/ca.pem" --tls-cert="$CERTS/admin.pem" --tls-key="$CERTS/admin-key.pem")
 fi
@@ -140,9 +144,12 @@ if [[ -n ${DEMO_THROTTLE:-} ]]; then
 fi
 
 start_node() {
-	local id=$1 n=${1#n}
+	local id=$1 n=${1#n} own=()
+	if [[ ${DEMO_TLS:-} == 1 ]]; then
+		own=(--slotd-tls-cert "$CERTS/store-$id.pem" --slotd-tls-key "$CERTS/store-$id-key.pem")
+	fi
 	"$BIN/slotkv" --id "$id" --listen "127.0.0.1:750$n" --http "127.0.0.1:751$n" \
-		--data-dir "$DIR/$id" --slotd "$SLOTD" --fsync=false "${NODE_TLS[@]}" >"$DIR/$id.log" 2>&1 &
+		--data-dir "$DIR/$id" --slotd "$SLOTD" --fsync=false "${NODE_TLS[@]}" "${own[@]}" >"$DIR/$id.log" 2>&1 &
 	PIDS+=($!)
 	wait_for "node $id" 30 registered "$id"
 	echo "$id serving on 127.0.0.1:750$n"

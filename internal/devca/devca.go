@@ -187,6 +187,43 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	return nil
 }
 
+// LoadCA reads a CA written by Generate (its certificate and PKCS #8 key),
+// to issue more certificates from it.
+func LoadCA(certPath, keyPath string) (*CA, error) {
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		return nil, fmt.Errorf("devca: %w", err)
+	}
+	keyData, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("devca: %w", err)
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyData)
+	if cb == nil || cb.Type != "CERTIFICATE" || kb == nil || kb.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("%w: %s and %s are not a PEM certificate and a PEM PKCS #8 key", ErrInvalid, certPath, keyPath)
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("devca: %s: %w", certPath, err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("devca: %s: %w", keyPath, err)
+	}
+	key, ok := k.(*ecdsa.PrivateKey)
+	if !ok || !cert.IsCA || !key.PublicKey.Equal(cert.PublicKey) {
+		return nil, fmt.Errorf("%w: %s is not the CA of %s", ErrInvalid, keyPath, certPath)
+	}
+	return &CA{Cert: cert, CertPEM: certPEM, key: key}, nil
+}
+
+// NodeURI is the URI SAN that binds a certificate to store node id in
+// trustDomain; it must match package auth's rule.
+func NodeURI(trustDomain, id string) *url.URL {
+	return &url.URL{Scheme: "spiffe", Host: trustDomain, Path: "/node/" + id}
+}
+
 // RoleURI is the URI SAN that grants role in trustDomain; it must match
 // package auth's rule (auth's tests check that it does).
 func RoleURI(trustDomain, role string) *url.URL {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +137,51 @@ func TestIssue(t *testing.T) {
 	b, _ := ca.Issue(Leaf{CommonName: "b", Client: true})
 	if a.Cert.SerialNumber.Cmp(b.Cert.SerialNumber) == 0 {
 		t.Fatal("two certificates share a serial")
+	}
+}
+
+// TestNodeCerts: node-bound store certificates are issued with a new set
+// and added to an existing one from its CA files; each verifies against
+// the CA and carries the node's URI beside the store and read roles.
+func TestNodeCerts(t *testing.T) {
+	dir := t.TempDir()
+	set, err := Generate(Options{Dir: dir, Nodes: []string{"n1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Generate(Options{Dir: dir, Nodes: []string{"n1", "n2"}})
+	if err != nil || !again.Reused {
+		t.Fatalf("adding a node to a complete set: reused=%v err=%v", again.Reused, err)
+	}
+	caPEM, _ := os.ReadFile(set.CA)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	for _, id := range []string{"n1", "n2"} {
+		certFile, keyFile := set.NodeCert(id)
+		kp, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatalf("node %s: %v", id, err)
+		}
+		leaf, err := x509.ParseCertificate(kp.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			t.Errorf("node %s certificate does not verify: %v", id, err)
+		}
+		var uris []string
+		for _, u := range leaf.URIs {
+			uris = append(uris, u.String())
+		}
+		want := []string{"spiffe://slotd/role/store", "spiffe://slotd/role/read", "spiffe://slotd/node/" + id}
+		if !slices.Equal(uris, want) {
+			t.Errorf("node %s URIs %v, want %v", id, uris, want)
+		}
+	}
+	if _, err := Generate(Options{Dir: dir, Nodes: []string{"a/b"}}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("node id a/b: %v, want ErrInvalid", err)
+	}
+	if _, err := LoadCA(set.ReadCert, set.ReadKey); !errors.Is(err, ErrInvalid) {
+		t.Errorf("LoadCA of a leaf: %v, want ErrInvalid", err)
 	}
 }

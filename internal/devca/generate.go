@@ -24,6 +24,18 @@ type Options struct {
 	TrustDomain string
 	// Force regenerates everything even if a complete set is present.
 	Force bool
+	// Nodes are store node ids to issue node-bound store certificates
+	// for (store-<id>.pem, see Set.NodeCert): role store and read, and
+	// the node's URI, so a slotd with --require-node-identity accepts them
+	// for that node only. Missing ones are added to an existing set.
+	Nodes []string
+}
+
+// NodeCert returns the certificate and key files of store node id's
+// node-bound certificate in the set's directory.
+func (s Set) NodeCert(id string) (cert, key string) {
+	dir := filepath.Dir(s.CA)
+	return filepath.Join(dir, "store-"+id+".pem"), filepath.Join(dir, "store-"+id+"-key.pem")
 }
 
 // Set names the files of a development set. The base names are fixed (see the
@@ -89,7 +101,7 @@ func Generate(o Options) (Set, error) {
 		}
 		if len(missing) == 0 {
 			set.Reused = true
-			return set, nil
+			return set, nodeCerts(set, nil, td, o.Nodes)
 		}
 		if len(present) > 0 {
 			return Set{}, fmt.Errorf("%w: %s holds a partial set (missing %s); regenerate with -force",
@@ -168,7 +180,37 @@ func Generate(o Options) (Set, error) {
 	if err := WriteFileAtomic(set.TokenFile, []byte(tokens.String()), 0o600); err != nil {
 		return Set{}, err
 	}
-	return set, nil
+	return set, nodeCerts(set, ca, td, o.Nodes)
+}
+
+// nodeCerts issues the node-bound store certificates of ids that set's
+// directory lacks, from ca (nil: the set's CA, read from its files).
+func nodeCerts(set Set, ca *CA, td string, ids []string) error {
+	for _, id := range ids {
+		if id == "" || strings.ContainsAny(id, "/ ") {
+			return fmt.Errorf("%w: node id %q", ErrInvalid, id)
+		}
+		cert, key := set.NodeCert(id)
+		_, errC := os.Stat(cert)
+		_, errK := os.Stat(key)
+		if errC == nil && errK == nil {
+			continue
+		}
+		if ca == nil {
+			var err error
+			if ca, err = LoadCA(set.CA, set.CAKey); err != nil {
+				return err
+			}
+		}
+		kp, err := ca.Issue(Leaf{CommonName: "store-" + id, URIs: []*url.URL{RoleURI(td, "store"), RoleURI(td, "read"), NodeURI(td, id)}, Client: true})
+		if err != nil {
+			return err
+		}
+		if err := kp.WriteFiles(cert, key); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // NewToken returns 32 random bytes, hex encoded: a bearer token.

@@ -1,13 +1,14 @@
 // Command devca writes the development CA, certificates and tokens that
 // `make certs` puts into ./certs (see package devca for the file names).
 //
-//	go run ./internal/devca/cmd -dir certs [-force] [-trust-domain slotd]
+//	go run ./internal/devca/cmd -dir certs [-force] [-trust-domain slotd] [-nodes n1,n2]
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/slotd/slotd/internal/devca"
 )
@@ -17,7 +18,11 @@ func main() {
 	flag.StringVar(&o.Dir, "dir", "certs", "output directory")
 	flag.StringVar(&o.TrustDomain, "trust-domain", devca.DefaultTrustDomain, "trust domain in role URIs (spiffe://<domain>/role/<role>)")
 	flag.BoolVar(&o.Force, "force", false, "regenerate even if a complete set exists")
+	nodes := flag.String("nodes", "", "comma-separated store node ids to issue node-bound store certificates for (store-<id>.pem)")
 	flag.Parse()
+	if *nodes != "" {
+		o.Nodes = strings.Split(*nodes, ",")
+	}
 
 	set, err := devca.Generate(o)
 	if err != nil {
@@ -31,5 +36,9 @@ func main() {
 	fmt.Printf("%s: wrote development CA, certificates and tokens (not for production)\n", o.Dir)
 	for _, f := range set.Files() {
 		fmt.Println("  " + f)
+	}
+	for _, id := range o.Nodes {
+		cert, _ := set.NodeCert(id)
+		fmt.Println("  " + cert + " (store node " + id + ")")
 	}
 }
