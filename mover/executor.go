@@ -431,7 +431,24 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 	// Moves in flight that no applying plan will resume: a previous leader
 	// died mid-move after the plan was paused or cancelled, or a move from
 	// outside any plan. Finish them if fenced (the source refuses writes
-	// already), abort them otherwise.
+	// already), abort them otherwise. The watched table may lag etcd: a
+	// move this executor has just committed, of a plan it has just
+	// finished, still shows there in flight. Settling that would fence the
+	// source again and mark the done move aborted, so what to settle is
+	// decided on a fresh read.
+	unowned := func(snap *directory.Snapshot) bool {
+		return slices.ContainsFunc(snap.Moves, func(mv directory.Move) bool {
+			p, ok := byID[mv.PlanID]
+			return !ok || p.State != StateApplying
+		})
+	}
+	if unowned(snap) {
+		fresh, err := e.dir.Snapshot(ctx)
+		if err != nil {
+			return false, err
+		}
+		snap = fresh
+	}
 	for _, mv := range snap.Moves {
 		if p, ok := byID[mv.PlanID]; ok && p.State == StateApplying {
 			continue

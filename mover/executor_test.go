@@ -730,3 +730,104 @@ func TestOldPlansPruned(t *testing.T) {
 		t.Errorf("the oldest proposal: %v, want ErrNotFound", err)
 	}
 }
+
+// TestStaleTableDoesNotSettleCommittedMove: right after a move commits and
+// its plan is done, the executor's watched table may still show the move
+// in flight and fenced. The next step must not take it for a move left
+// behind: settling it fenced the source again and recorded the done move
+// as aborted (found in `make bench-compare` logs: "fenced move left in
+// flight cannot finish; aborting ... no move ... in flight").
+func TestStaleTableDoesNotSettleCommittedMove(t *testing.T) {
+	c := newCluster(t, 2)
+	e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "t", Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := c.dir.Snapshot(c.ctx)
+	n1 := snap.SlotsOf("n1")
+	slot := n1.Ranges()[0].From
+
+	// Every table version, to replay the one the watch would lag at.
+	var mu sync.Mutex
+	var seen []*directory.Snapshot
+	wctx, cancel := context.WithCancel(c.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = c.dir.Watch(wctx, snap.Version, func(s *directory.Snapshot) error {
+			mu.Lock()
+			seen = append(seen, s)
+			mu.Unlock()
+			return nil
+		})
+	}()
+	defer func() { cancel(); wg.Wait() }()
+
+	p, err := c.ctl.MoveSlot(c.ctx, slot.Int(), "n2", "test", "stale table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if _, err := e.step(c.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := c.ctl.Get(c.ctx, p.ID); err == nil && got.State == StateDone {
+			break
+		}
+		if i == 10 {
+			t.Fatal("plan not done after 10 steps")
+		}
+	}
+	var stale *directory.Snapshot
+	c.eventually(30*time.Second, "the watch to see the commit", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range seen {
+			if mv, ok := s.Move(slot); ok && mv.Phase == directory.PhaseFenced {
+				stale = s
+			}
+		}
+		if stale == nil || seen[len(seen)-1].Owner(slot) != "n2" {
+			return fmt.Errorf("%d versions seen, none both fenced and committed", len(seen))
+		}
+		return nil
+	})
+
+	// The source's clean-ups after the commit (end capture, drop) run, as
+	// the executor's clean-up loop would: the source is no longer fenced.
+	e.mu.Lock()
+	todo := e.cleanups
+	e.cleanups = nil
+	e.mu.Unlock()
+	for _, cl := range todo {
+		if err := e.runCleanup(c.ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := c.nodes["n1"].srv.Node()
+	c.eventually(30*time.Second, "the source to drop its fence", func() error {
+		if src.Fenced(slot) {
+			return fmt.Errorf("n1 still fenced on slot %d", slot.Int())
+		}
+		return nil
+	})
+
+	e.latest.Store(stale)
+	if _, err := e.step(c.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if src.Fenced(slot) {
+		t.Errorf("a step on a stale table fenced the source of a committed move again")
+	}
+	got, err := c.ctl.Get(c.ctx, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr := got.Progress(); got.State != StateDone || pr.Done != 1 || pr.Aborted != 0 || pr.Pending != 0 {
+		t.Fatalf("plan %s after a step on a stale table: %+v, moves %+v", got.State, pr, got.Moves)
+	}
+	if now, _ := c.dir.Snapshot(c.ctx); now.Owner(slot) != "n2" || len(now.Moves) != 0 {
+		t.Fatalf("slot %d owned by %s with moves %v", slot.Int(), now.Owner(slot), now.Moves)
+	}
+}
