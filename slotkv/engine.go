@@ -156,12 +156,13 @@ func (e *Engine) Scan(ctx context.Context, s slots.Slot, cursor []byte, maxBytes
 				k, v = c.Next() // the cursor is the last key already returned
 			}
 		}
-		// Keys and values are copied out of the transaction into one
-		// buffer per batch instead of two allocations per entry (20,000
+		// Keys and values are copied out of the transaction into a few
+		// buffers per batch instead of two allocations per entry (20,000
 		// entries of a 1 MiB batch of 1 KiB values were 40,000 of them).
-		// When a large last entry outgrows it, a new buffer is started:
-		// entries already returned keep pointing into the old one.
-		arena := make([]byte, 0, min(maxBytes, scanArenaMax)+scanArenaSlack)
+		// The buffers start small and double, so a slot of a few keys
+		// does not pay for a batch-sized one; entries already taken keep
+		// pointing into the buffer they were copied to.
+		var arena []byte
 		size := 0
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if size >= maxBytes && len(out) > 0 {
@@ -170,7 +171,7 @@ func (e *Engine) Scan(ctx context.Context, s slots.Slot, cursor []byte, maxBytes
 			}
 			key := k[2:]
 			if n := len(key) + len(v); cap(arena)-len(arena) < n {
-				arena = make([]byte, 0, max(n, scanArenaSlack))
+				arena = make([]byte, 0, max(n, min(2*cap(arena), scanArenaMax), scanArenaMin))
 			}
 			at := len(arena)
 			arena = append(append(arena, key...), v...)
@@ -186,11 +187,10 @@ func (e *Engine) Scan(ctx context.Context, s slots.Slot, cursor []byte, maxBytes
 	return out, next, ctx.Err()
 }
 
-// A scan's copy buffer: maxBytes (up to scanArenaMax) plus room for the
-// entry that crosses it.
+// A scan's copy buffers grow from scanArenaMin to scanArenaMax bytes.
 const (
-	scanArenaMax   = 4 << 20
-	scanArenaSlack = 64 << 10
+	scanArenaMin = 4 << 10
+	scanArenaMax = 1 << 20
 )
 
 // Apply implements node.Store: one bbolt transaction per batch, possibly
