@@ -52,9 +52,9 @@ type ExecutorConfig struct {
 	// Backoff is the first retry delay (doubling, jittered, capped at 5s).
 	// Default 100ms.
 	Backoff time.Duration
-	// Parallelism is how many moves of a plan run at once, in waves: the
-	// next Parallelism pending moves start together and the next wave
-	// starts when all of them ended. Default 1: one slot at a time. Higher
+	// Parallelism is how many moves of a plan run at once: up to
+	// Parallelism are in flight, and a move that ends makes room for the
+	// next pending one. Default 1: one slot at a time. Higher
 	// values hide the per-move round trips (their directory writes are
 	// group-committed); the throttle stays a per-donor rate, because a
 	// store's export token bucket is per node. At most MaxParallelism.
@@ -103,7 +103,7 @@ type Executor struct {
 	stale      map[string]bool
 	selfWrites map[string]int
 
-	// Owned by the plan loop goroutine, and by the moves of a wave under
+	// Owned by the plan loop goroutine, and by the moves in flight under
 	// recMu:
 	recMu     sync.Mutex
 	plans     []*Plan                 // last read plan records, updated in memory
@@ -473,20 +473,72 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 	e.m.bytesRemaining.Set(float64(max(pr.Bytes-pr.BytesDone, 0)))
 	g := e.guardPlan(ctx, active.ID)
 	defer g.stop()
-	if len(wave) == 1 {
+	if e.cfg.Parallelism == 1 {
 		return true, e.runMove(ctx, snap, active, wave[0], g)
 	}
-	errs := make([]error, len(wave))
-	var wg sync.WaitGroup
-	for k, i := range wave {
+	return true, e.runWindow(ctx, snap, active, g)
+}
+
+// windowBatch is how many moves, in units of Parallelism, runWindow starts
+// before it returns to the plan loop (which then refreshes the plans).
+const windowBatch = 16
+
+// runWindow runs the pending moves of plan p with up to Parallelism in
+// flight: a move that ends makes room for the next pending one at once.
+// (Waves, where the next Parallelism moves started when all of the
+// previous ones had ended, waited for each wave's slowest move.) It stops
+// starting moves after windowBatch*Parallelism of them, when p stops
+// applying (a move paused it, or the operator did: g halts), or when a move
+// returns an error, and returns once the moves in flight have ended.
+func (e *Executor) runWindow(ctx context.Context, snap *directory.Snapshot, p *Plan, g *planGuard) error {
+	var (
+		mu      sync.Mutex // guards running and errs
+		running = map[int]bool{}
+		errs    []error
+		wg      sync.WaitGroup
+	)
+	room := make(chan struct{}, e.cfg.Parallelism)
+	for started := 0; started < windowBatch*e.cfg.Parallelism; started++ {
+		room <- struct{}{} // blocks while Parallelism moves are in flight
+		i := -1
+		mu.Lock()
+		e.recMu.Lock() // moves write p's statuses and state under it
+		if len(errs) == 0 && p.State == StateApplying && !g.halted.Load() && ctx.Err() == nil {
+			for k, m := range p.Moves {
+				if (m.Status == MovePending || m.Status == "") && !running[k] {
+					i = k
+					break
+				}
+			}
+		}
+		e.recMu.Unlock()
+		if i >= 0 {
+			running[i] = true
+		}
+		mu.Unlock()
+		if i < 0 {
+			break
+		}
+		// A later move checks the table on the newest one watched.
+		at := snap
+		if l := e.latest.Load(); l != nil && l.Version > at.Version {
+			at = l
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[k] = e.runMove(ctx, snap, active, i, g)
+			err := e.runMove(ctx, at, p, i, g)
+			mu.Lock()
+			delete(running, i)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			mu.Unlock()
+			<-room
 		}()
 	}
 	wg.Wait()
-	return true, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // refreshPlans brings the cached plan records up to date: all of them at
@@ -618,9 +670,9 @@ type storeEnd struct {
 }
 
 // runMove executes move i of plan p; g aborts it if the plan is stopped
-// with abort requested. The moves of a wave run it concurrently: what they
-// share in p and the executor is written under recMu (recordMove,
-// pausePlan).
+// with abort requested. With Parallelism > 1 moves run it concurrently:
+// what they share in p and the executor is written under recMu
+// (recordMove, pausePlan).
 func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Plan, i int, g *planGuard) error {
 	pm := p.Moves[i]
 	slot, err := slots.New(pm.Slot)
@@ -763,6 +815,9 @@ type planGuard struct {
 	mu    sync.Mutex
 	moves map[*atomic.Bool]context.CancelFunc
 	fired bool // abort requested: moves added later are cancelled at once
+	// halted is set once the plan is seen not applying: no new move of it
+	// may start.
+	halted atomic.Bool
 	done  chan struct{}
 	wg    sync.WaitGroup
 }
@@ -784,6 +839,9 @@ func (e *Executor) guardPlan(ctx context.Context, planID string) *planGuard {
 			p, err := e.ctl.Get(ctx, planID)
 			if err != nil {
 				continue
+			}
+			if p.State != StateApplying {
+				g.halted.Store(true)
 			}
 			if p.State != StateApplying && p.AbortCurrent {
 				e.lg.Info("plan stopped; aborting the moves in flight that are not fencing", "plan", planID, "state", p.State)

@@ -146,7 +146,7 @@ Every flag is also an environment variable: --data-dir is SLOTD_DATA_DIR.`,
 	f.DurationVar(&o.holdDown, "hold-down", directory.DefaultHoldDown, "a node that came back stays down this long (flap damping)")
 	f.IntVar(&o.maxRecvBytes, "max-recv-bytes", auth.DefaultMaxRecvMsgSize, "largest gRPC request accepted, in bytes")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "how long shutdown waits for RPCs before cutting them")
-	f.IntVar(&o.parallelism, "move-parallelism", 1, "moves of a plan the mover runs at once (in waves); 1 moves one slot at a time. The throttle stays per donor")
+	f.IntVar(&o.parallelism, "move-parallelism", 1, "moves of a plan the mover runs at once (a move that ends makes room for the next); 1 moves one slot at a time. The throttle stays per donor")
 	flagenv.Annotate(f, envPrefix)
 	return cmd
 }
