@@ -818,8 +818,8 @@ type planGuard struct {
 	// halted is set once the plan is seen not applying: no new move of it
 	// may start.
 	halted atomic.Bool
-	done  chan struct{}
-	wg    sync.WaitGroup
+	done   chan struct{}
+	wg     sync.WaitGroup
 }
 
 // guardPlan starts watching plan id; call stop when its moves ended.
