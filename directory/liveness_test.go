@@ -39,14 +39,23 @@ func heartbeat(t *testing.T, d *Directory, id string) {
 	}
 }
 
-func TestLivenessDownAndHoldDown(t *testing.T) {
+// Liveness timings of the tests below: DownAfter short, HoldDown long.
+const downAfter, holdDown = 2 * time.Second, time.Hour
+
+// livenessSetup is setup with two nodes and an injected clock.
+func livenessSetup(t *testing.T) (*Directory, *Snapshot, *fakeClock) {
+	t.Helper()
 	clock := newFakeClock()
-	const downAfter, holdDown = 2 * time.Second, time.Hour
 	_, d, snap := setup(t, 2, func(c *Config) {
 		c.Now = clock.Now
 		c.DownAfter = downAfter
 		c.HoldDown = holdDown
 	})
+	return d, snap, clock
+}
+
+func TestLivenessDownAndHoldDown(t *testing.T) {
+	d, snap, clock := livenessSetup(t)
 	ctx := testCtx(t)
 
 	// A new node gets DownAfter (by the injected clock) for its first heartbeat.
@@ -158,13 +167,7 @@ func TestDrainedNodeStaysDrainingAfterDownAndUp(t *testing.T) {
 // renewal (to the second), the start of the run, and for a down node that
 // heartbeats again when its hold-down ends.
 func TestLivenessReport(t *testing.T) {
-	clock := newFakeClock()
-	const downAfter, holdDown = 2 * time.Second, time.Hour
-	_, d, _ := setup(t, 2, func(c *Config) {
-		c.Now = clock.Now
-		c.DownAfter = downAfter
-		c.HoldDown = holdDown
-	})
+	d, _, clock := livenessSetup(t)
 	ctx := testCtx(t)
 	liveness := func() map[string]NodeLiveness {
 		t.Helper()

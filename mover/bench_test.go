@@ -7,7 +7,6 @@ import (
 	"iter"
 	"math"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -380,20 +379,13 @@ func BenchmarkOperatorMove(b *testing.B) {
 		todo = append(todo, s)
 	}
 	changed := make(chan *directory.Snapshot, 64)
-	wctx, cancel := context.WithCancel(c.ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = c.dir.Watch(wctx, snap.Version, func(s *directory.Snapshot) error {
-			select {
-			case changed <- s:
-			case <-wctx.Done():
-			}
-			return nil
-		})
-	}()
-	defer func() { cancel(); wg.Wait() }()
+	stop := c.watchTable(snap.Version, func(ctx context.Context, s *directory.Snapshot) {
+		select {
+		case changed <- s:
+		case <-ctx.Done():
+		}
+	})
+	defer stop()
 	var totals, applied, begun []time.Duration
 	i := 0
 	for b.Loop() {

@@ -259,6 +259,22 @@ func (c *cluster) get(key []byte) ([]byte, error) {
 }
 
 // eventually polls cond until it returns nil, failing after timeout.
+// watchTable calls fn with every table version after from, in order, on
+// one goroutine, until the returned stop is called (which waits for it).
+func (c *cluster) watchTable(from uint64, fn func(ctx context.Context, s *directory.Snapshot)) (stop func()) {
+	wctx, cancel := context.WithCancel(c.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = c.dir.Watch(wctx, from, func(s *directory.Snapshot) error {
+			fn(wctx, s)
+			return nil
+		})
+	}()
+	return func() { cancel(); wg.Wait() }
+}
+
 func (c *cluster) eventually(timeout time.Duration, what string, cond func() error) {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)

@@ -750,19 +750,12 @@ func TestStaleTableDoesNotSettleCommittedMove(t *testing.T) {
 	// Every table version, to replay the one the watch would lag at.
 	var mu sync.Mutex
 	var seen []*directory.Snapshot
-	wctx, cancel := context.WithCancel(c.ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = c.dir.Watch(wctx, snap.Version, func(s *directory.Snapshot) error {
-			mu.Lock()
-			seen = append(seen, s)
-			mu.Unlock()
-			return nil
-		})
-	}()
-	defer func() { cancel(); wg.Wait() }()
+	stop := c.watchTable(snap.Version, func(_ context.Context, s *directory.Snapshot) {
+		mu.Lock()
+		seen = append(seen, s)
+		mu.Unlock()
+	})
+	defer stop()
 
 	p, err := c.ctl.MoveSlot(c.ctx, slot.Int(), "n2", "test", "stale table")
 	if err != nil {
