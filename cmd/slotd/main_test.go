@@ -157,6 +157,8 @@ func TestUsageErrors(t *testing.T) {
 		{"token without tls", nil, []string{"--token-file", "x"}, "--token-file needs --tls-cert"},
 		{"embedded etcd TLS with only a CA", nil, []string{"--etcd-tls-ca", "x"}, "--etcd-tls-cert"},
 		{"etcd member without name", nil, []string{"etcd", "--data-dir", "x"}, "--name and --data-dir"},
+		{"etcd member with a CA alone", nil, []string{"etcd", "--name", "e1", "--data-dir", "x", "--tls-ca", "ca.pem"}, "--tls-cert and --tls-key go together"},
+		{"etcd member with a certificate, no key", nil, []string{"etcd", "--name", "e1", "--data-dir", "x", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -355,40 +357,82 @@ func TestTLSFlags(t *testing.T) {
 }
 
 // TestEtcdMembers runs a three-member etcd cluster with `slotd etcd` and a
-// slotd on top of it.
+// slotd on top of it, in plaintext and with TLS everywhere (client
+// certificates required from clients and peers).
 func TestEtcdMembers(t *testing.T) {
-	type member struct{ name, client, peer string }
-	ms := make([]member, 3)
-	var initial []string
-	for i := range ms {
-		ms[i] = member{fmt.Sprintf("e%d", i+1), "http://" + freeAddr(t), "http://" + freeAddr(t)}
-		initial = append(initial, ms[i].name+"="+ms[i].peer)
-	}
-	var eps []string
-	for _, m := range ms {
-		start(t, "etcd", "--name", m.name, "--data-dir", t.TempDir(), "--client-url", m.client, "--peer-url", m.peer,
-			"--initial-cluster", strings.Join(initial, ","), "--log-level", "warn")
-		eps = append(eps, m.client)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: nopZap()})
+	set, err := devca.Generate(devca.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
-	eventually(t, "three members", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		r, err := cli.MemberList(ctx)
-		return err == nil && len(r.Members) == 3
-	})
+	for _, withTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plaintext", true: "TLS"}[withTLS], func(t *testing.T) {
+			scheme, memberTLS, slotdTLS := "http", []string(nil), []string(nil)
+			var clientTLS *tlsconf.Config
+			if withTLS {
+				scheme = "https"
+				memberTLS = []string{"--tls-cert", set.ServerCert, "--tls-key", set.ServerKey, "--tls-ca", set.CA}
+				slotdTLS = []string{"--etcd-tls-cert", set.ServerCert, "--etcd-tls-key", set.ServerKey, "--etcd-tls-ca", set.CA}
+				clientTLS = &tlsconf.Config{CertFile: set.ServerCert, KeyFile: set.ServerKey, CAFile: set.CA}
+			}
+			type member struct{ name, client, peer string }
+			ms := make([]member, 3)
+			var initial []string
+			for i := range ms {
+				ms[i] = member{fmt.Sprintf("e%d", i+1), scheme + "://" + freeAddr(t), scheme + "://" + freeAddr(t)}
+				initial = append(initial, ms[i].name+"="+ms[i].peer)
+			}
+			var eps []string
+			for _, m := range ms {
+				start(t, append([]string{"etcd", "--name", m.name, "--data-dir", t.TempDir(), "--client-url", m.client, "--peer-url", m.peer,
+					"--initial-cluster", strings.Join(initial, ","), "--log-level", "warn"}, memberTLS...)...)
+				eps = append(eps, m.client)
+			}
+			cc := clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: nopZap()}
+			if clientTLS != nil {
+				c, err := tlsconf.NewClient(*clientTLS)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.ConfigureEtcd(&cc)
+			}
+			cli, err := clientv3.New(cc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Close()
+			eventually(t, "three members", func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				r, err := cli.MemberList(ctx)
+				return err == nil && len(r.Members) == 3
+			})
+			if withTLS {
+				// A client without a certificate reads nothing.
+				c, err := tlsconf.NewClient(tlsconf.Config{CAFile: set.CA})
+				if err != nil {
+					t.Fatal(err)
+				}
+				bare := clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: nopZap()}
+				c.ConfigureEtcd(&bare)
+				if anon, err := clientv3.New(bare); err == nil {
+					rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+					if _, err := anon.Get(rctx, "/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
+						t.Error("a client without a certificate read the members")
+					}
+					rcancel()
+					anon.Close()
+				}
+			}
 
-	grpcAddr := freeAddr(t)
-	start(t, "--etcd-endpoints", strings.Join(eps, ","), "--listen", grpcAddr, "--http", "", "--name", "s1")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ac := slotdv1.NewAdminClient(dial(t, grpcAddr))
-	eventually(t, "slotd over the three members", func() bool {
-		_, err := ac.Bootstrap(ctx, &slotdv1.BootstrapRequest{Nodes: []*slotdv1.Node{{Id: "a", Address: "127.0.0.1:7001"}}})
-		return err == nil
-	})
+			grpcAddr := freeAddr(t)
+			start(t, append([]string{"--etcd-endpoints", strings.Join(eps, ","), "--listen", grpcAddr, "--http", "", "--name", "s1"}, slotdTLS...)...)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			ac := slotdv1.NewAdminClient(dial(t, grpcAddr))
+			eventually(t, "slotd over the three members", func() bool {
+				_, err := ac.Bootstrap(ctx, &slotdv1.BootstrapRequest{Nodes: []*slotdv1.Node{{Id: "a", Address: "127.0.0.1:7001"}}})
+				return err == nil
+			})
+		})
+	}
 }
