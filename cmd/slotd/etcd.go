@@ -15,7 +15,7 @@ import (
 // etcdOptions are the flags of `slotd etcd`.
 type etcdOptions struct {
 	name, dataDir, clientURL, peerURL, initialCluster, token, logLevel string
-	tlsCert, tlsKey, tlsCA                                           string
+	tlsCert, tlsKey, tlsCA                                             string
 }
 
 // newEtcdCmd runs one member of a multi-member etcd cluster, for the
