@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -229,12 +230,7 @@ func (c *Control) prune(ctx context.Context) {
 		c.lg.Warn("list plans for retention", "err", err)
 		return
 	}
-	n := 0
-	for _, id := range ids {
-		if !isProgressID(id) {
-			n++
-		}
-	}
+	n := countPlans(slices.Values(ids))
 	c.decodedMu.Lock()
 	c.plansSeen = n
 	c.decodedMu.Unlock()
@@ -405,12 +401,7 @@ func (c *Control) Active(ctx context.Context) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := 0
-	for id := range revs {
-		if !isProgressID(id) {
-			n++
-		}
-	}
+	n := countPlans(maps.Keys(revs))
 	c.decodedMu.Lock()
 	c.plansSeen = n
 	c.decodedMu.Unlock()

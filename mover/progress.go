@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 
 	"github.com/slotd/slotd/directory"
@@ -19,6 +20,17 @@ import (
 const progressSuffix = ".progress"
 
 func isProgressID(id string) bool { return strings.HasSuffix(id, progressSuffix) }
+
+// countPlans counts the plan records among ids, progress records left out.
+func countPlans(ids iter.Seq[string]) int {
+	n := 0
+	for id := range ids {
+		if !isProgressID(id) {
+			n++
+		}
+	}
+	return n
+}
 
 // progressRec is the stored form: one status byte per move ('p'ending,
 // 'd'one, 's'kipped, 'a'borted) and the errors of the moves that have one.
