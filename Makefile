@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 TOOLS := $(CURDIR)/bin/tools
 
-.PHONY: all build test bench bench-compare e2e demo proto tools fuzz fuzz-short help clean certs
+.PHONY: all build test bench bench-compare e2e demo proto tools fuzz fuzz-short help clean certs hooks
 
 all: build
 
@@ -73,6 +73,9 @@ demo: ## start slotd + 3 slotkv nodes, load 100,000 keys, add a 4th node and reb
 e2e: ## every end-to-end scenario (real processes, faults, porcupine), ~10 min; prints a summary table
 	@mkdir -p $(BIN)
 	E2E_FULL=1 $(GO) test -count=1 -timeout 30m -v -run . ./e2e/ 2>&1 | tee $(BIN)/e2e.txt | grep -E '^(---|ok|FAIL|PASS|panic)|scenario|^[0-9] ' ; test $${PIPESTATUS[0]} -eq 0
+
+hooks: ## install the git pre-commit hook that refuses binaries and files over 512 KiB
+	install -m 0755 scripts/githooks/pre-commit "$$(git rev-parse --git-common-dir)/hooks/pre-commit"
 
 clean: ## remove build output
 	rm -rf $(BIN) bench.txt
