@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -56,6 +58,23 @@ type Input struct {
 	Throttle int64
 	// PerMove is the fixed cost of one move, for the time estimate.
 	PerMove time.Duration
+
+	// Loads holds each node's last load report, by node id. A node missing
+	// from it has unknown load: it neither gives nor takes in a load mode,
+	// and the plan names it. Loads of slots a node does not own are ignored
+	// (a report may be older than the table).
+	Loads map[string]NodeLoad
+	// BalanceBy is what the plan balances (zero value: auto).
+	BalanceBy BalanceBy
+	// Tolerance is the dead band: a node whose load is within Tolerance of
+	// its share is balanced (0: DefaultTolerance).
+	Tolerance float64
+	// MaxBytes and MaxMoves are the churn budget of a load plan: it stops
+	// before it would copy more than MaxBytes or make more than MaxMoves
+	// moves (0: no limit). Moves out of draining nodes are never cut short
+	// (a drain must end empty) but count toward the budget spent.
+	MaxBytes int64
+	MaxMoves int
 }
 
 // Move is one single-slot move of a plan.
@@ -237,6 +256,23 @@ func validate(in Input) error {
 	}
 	if active == 0 {
 		return fmt.Errorf("%w: no active node to hold the slots", ErrInvalid)
+	}
+	if _, err := ParseBalanceBy(string(in.BalanceBy)); err != nil {
+		return err
+	}
+	if t := in.Tolerance; math.IsNaN(t) || t < 0 || t >= 1 {
+		return fmt.Errorf("%w: tolerance %v; want 0 <= tolerance < 1 (0.10 is 10%%)", ErrInvalid, t)
+	}
+	if in.MaxBytes < 0 || in.MaxMoves < 0 {
+		return fmt.Errorf("%w: budget of %d bytes and %d moves; want >= 0 (0: no limit)", ErrInvalid, in.MaxBytes, in.MaxMoves)
+	}
+	for _, id := range slices.Sorted(maps.Keys(in.Loads)) {
+		if !seen[id] {
+			continue // a report from a node not in the set: ignored
+		}
+		if err := in.Loads[id].Validate(); err != nil {
+			return fmt.Errorf("load of node %s: %w", id, err)
+		}
 	}
 	for s, owner := range in.Owners {
 		if owner == "" {
