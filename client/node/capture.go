@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/slotd/slotd/slots"
 )
@@ -368,4 +369,129 @@ func (c *capture) close() error {
 		return nil
 	}
 	return c.f.Close()
+}
+
+func (n *Node) captureOf(s slots.Slot) *capture {
+	n.capMu.Lock()
+	defer n.capMu.Unlock()
+	return n.captures[s]
+}
+
+// StartCapture starts recording the writes to slot s for move moveID,
+// replacing any capture that runs, and returns the snapshot sequence:
+// changes after it, replayed on top of a scan started after this call, give
+// the slot's current state. Sequence numbers grow across captures of a slot.
+func (n *Node) StartCapture(ctx context.Context, s slots.Slot, moveID string) (snapshotSeq uint64, err error) {
+	if n.closed.Load() {
+		return 0, ErrClosed
+	}
+	// Take the slot lock so no write is half-way between Apply and the log.
+	mu := &n.slotMu[s.Int()]
+	mu.Lock()
+	defer mu.Unlock()
+	n.capMu.Lock()
+	defer n.capMu.Unlock()
+	// Wall-clock nanoseconds keep sequences growing across captures even
+	// when the old capture's log is gone; the old last sequence covers a
+	// clock that went back.
+	base := uint64(time.Now().UnixNano())
+	if old, ok := n.captures[s]; ok {
+		base = max(base, old.last()+1)
+		delete(n.captures, s)
+		if err := old.end(); err != nil {
+			return 0, err
+		}
+	}
+	c, err := createCapture(n.cfg.StateDir, s, moveID, base, !n.cfg.NoSync)
+	if err != nil {
+		return 0, err
+	}
+	// A node exporting a slot it owns received it, if at all, by a move
+	// that is over: that import's state must go, or the drop that follows
+	// this move would be taken for the late drop of an older move and
+	// refused (see Drop), leaving the handed-off copy on disk for good.
+	if o, ok := n.cfg.Map.Owner(s); ok && o.ID == n.cfg.ID {
+		n.impMu.Lock()
+		_, had := n.imports[s]
+		delete(n.imports, s)
+		n.impMu.Unlock()
+		if had {
+			if err := n.state.delete(slotKey(importPrefix, s), !n.cfg.NoSync); err != nil {
+				c.end()
+				return 0, err
+			}
+		}
+	}
+	if n.Fenced(s) {
+		c.setFence(true)
+	}
+	n.captures[s] = c
+	n.lg.Info("capture started", "slot", s.Int(), "move", moveID, "snapshot_seq", base)
+	return base, nil
+}
+
+// EndCapture stops the capture of slot s and deletes its log. An empty
+// moveID ends whatever capture runs; ending no capture is a no-op.
+func (n *Node) EndCapture(ctx context.Context, s slots.Slot, moveID string) error {
+	n.capMu.Lock()
+	c, ok := n.captures[s]
+	if !ok || (moveID != "" && c.id != moveID) {
+		n.capMu.Unlock()
+		return nil
+	}
+	delete(n.captures, s)
+	n.capMu.Unlock()
+	n.lg.Info("capture ended", "slot", s.Int(), "move", c.id)
+	return c.end()
+}
+
+// findCapture returns the capture of slot s for moveID: ErrCaptureLost when
+// none runs, ErrMoveMismatch when another move's does.
+func (n *Node) findCapture(s slots.Slot, moveID string) (*capture, error) {
+	c := n.captureOf(s)
+	if c == nil {
+		return nil, fmt.Errorf("%w: no capture of slot %d", ErrCaptureLost, s.Int())
+	}
+	if moveID != "" && c.id != moveID {
+		return nil, fmt.Errorf("%w: slot %d is captured for move %q, not %q", ErrMoveMismatch, s.Int(), c.id, moveID)
+	}
+	return c, nil
+}
+
+// ChangeBatch is a run of captured changes.
+type ChangeBatch struct {
+	Changes  []Change // shared with the capture: do not modify
+	HighSeq  uint64   // newest sequence captured when the batch was taken
+	FenceSeq uint64   // non-zero once the slot is fenced
+}
+
+// Changes returns the changes of slot s's capture for moveID after sequence
+// after, about maxBytes of them (0: 256 KiB; at most 2 MiB), counted against
+// the export throttle. With wait set it blocks until there is a change or the slot is
+// fenced (then the batch may be empty), or ctx is done. It returns
+// ErrCaptureLost when the capture or those changes are gone.
+func (n *Node) Changes(ctx context.Context, s slots.Slot, moveID string, after uint64, maxBytes int, wait bool) (ChangeBatch, error) {
+	c, err := n.findCapture(s, moveID)
+	if err != nil {
+		return ChangeBatch{}, err
+	}
+	maxBytes = n.throttledBatch(batchBytes(maxBytes))
+	if wait {
+		if err := c.wait(ctx, after); err != nil {
+			return ChangeBatch{}, err
+		}
+	}
+	out, high, fence, err := c.since(after, maxBytes)
+	if err != nil {
+		return ChangeBatch{}, err
+	}
+	size := 0
+	for _, ch := range out {
+		size += len(ch.Key) + len(ch.Value)
+	}
+	if err := n.throttle.Wait(ctx, size); err != nil {
+		return ChangeBatch{}, err
+	}
+	n.m.exportBytes.Add(float64(size))
+	return ChangeBatch{Changes: out, HighSeq: high, FenceSeq: fence}, nil
 }

@@ -1,23 +1,10 @@
 package node
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
+	"context"
 
 	"github.com/slotd/slotd/slots"
 )
-
-// fenceFile is the name, inside Config.StateDir, of the file that held the
-// fenced slots, one "slot version move_id" line each, before the state log
-// (statelog.go); it is read once to move it into the log.
-const fenceFile = "fences"
 
 // FenceInfo says why a slot is fenced.
 type FenceInfo struct {
@@ -25,77 +12,79 @@ type FenceInfo struct {
 	MoveID  string
 }
 
-// loadFences reads the persisted fences; a missing file is no fence.
-func loadFences(dir string) (map[slots.Slot]FenceInfo, error) {
-	path := filepath.Join(dir, fenceFile)
-	b, err := os.ReadFile(path)
-	out := make(map[slots.Slot]FenceInfo)
-	if errors.Is(err, fs.ErrNotExist) {
-		return out, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("node: read fences: %w", err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for line := 1; sc.Scan(); line++ {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 {
-			continue
-		}
-		if len(f) < 2 || len(f) > 3 {
-			return nil, fmt.Errorf("node: fence file %s line %d is corrupt; fix or remove it knowing the slot may accept writes", path, line)
-		}
-		n, err1 := strconv.Atoi(f[0])
-		v, err2 := strconv.ParseUint(f[1], 10, 64)
-		s, err3 := slots.New(n)
-		if err := errors.Join(err1, err2, err3); err != nil {
-			return nil, fmt.Errorf("node: fence file %s line %d is corrupt: %w", path, line, err)
-		}
-		fi := FenceInfo{Version: v}
-		if len(f) == 3 {
-			fi.MoveID = f[2]
-		}
-		out[s] = fi
-	}
-	return out, nil
+// Fenced reports whether slot s is fenced.
+func (n *Node) Fenced(s slots.Slot) bool { return n.fenced[s.Int()].Load() }
+
+func (n *Node) fencedError(s slots.Slot) error {
+	n.fenceMu.Lock()
+	fi := n.fences[s]
+	n.fenceMu.Unlock()
+	return &FencedError{Slot: s, Version: fi.Version, MoveID: fi.MoveID, RetryAfter: n.cfg.FenceRetryAfter}
 }
 
-func writeFileAtomic(dir, name string, data []byte, sync bool) error {
-	tmp, err := os.CreateTemp(dir, name+".tmp*")
-	if err != nil {
-		return fmt.Errorf("node: write %s: %w", name, err)
+// Fence stops writes to slot s for move moveID at directory version, persists
+// that, and returns the fence sequence: the last change captured for the slot
+// (0 without a capture). Once the target has applied changes up to it, it
+// holds every acknowledged write. Writes in flight finish first. Fencing a
+// fenced slot again returns the same sequence.
+func (n *Node) Fence(ctx context.Context, s slots.Slot, moveID string, version uint64) (fenceSeq uint64, err error) {
+	mu := &n.slotMu[s.Int()]
+	mu.Lock()
+	defer mu.Unlock()
+	if err := n.setFence(s, true, FenceInfo{Version: version, MoveID: moveID}); err != nil {
+		return 0, err
 	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("node: write %s: %w", name, err)
+	if c := n.captureOf(s); c != nil {
+		fenceSeq = c.setFence(true)
 	}
-	if sync {
-		if err := tmp.Sync(); err != nil {
-			tmp.Close()
-			return fmt.Errorf("node: sync %s: %w", name, err)
-		}
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("node: write %s: %w", name, err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("node: replace %s: %w", name, err)
-	}
-	if !sync {
+	n.lg.Info("slot fenced", "slot", s.Int(), "move", moveID, "version", version, "fence_seq", fenceSeq)
+	return fenceSeq, nil
+}
+
+// Unfence lets writes to slot s in again, after an aborted move. Unfencing
+// an unfenced slot is a no-op.
+func (n *Node) Unfence(ctx context.Context, s slots.Slot) error {
+	mu := &n.slotMu[s.Int()]
+	mu.Lock()
+	defer mu.Unlock()
+	if !n.Fenced(s) {
 		return nil
 	}
-	return syncDir(dir)
+	if err := n.setFence(s, false, FenceInfo{}); err != nil {
+		return err
+	}
+	if c := n.captureOf(s); c != nil {
+		c.setFence(false)
+	}
+	n.lg.Info("slot unfenced", "slot", s.Int())
+	return nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+// setFence persists and applies a fence change; the caller holds slotMu[s].
+func (n *Node) setFence(s slots.Slot, on bool, fi FenceInfo) error {
+	n.fenceMu.Lock()
+	defer n.fenceMu.Unlock()
+	if _, was := n.fences[s]; was == on {
+		return nil
+	}
+	// Persist first, always synced (even with Config.NoSync): a fence must
+	// never be in force only in memory, and one lost in a crash could let
+	// the node accept writes for a slot it handed off.
+	var err error
+	if on {
+		err = n.state.set(slotKey(fencePrefix, s), fenceValue(fi), true)
+	} else {
+		err = n.state.delete(slotKey(fencePrefix, s), true)
+	}
 	if err != nil {
-		return fmt.Errorf("node: open state dir: %w", err)
+		return err
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("node: sync state dir: %w", err)
+	if on {
+		n.fences[s] = fi
+	} else {
+		delete(n.fences, s)
 	}
+	n.fenced[s.Int()].Store(on)
+	n.m.fenced.Set(float64(len(n.fences)))
 	return nil
 }
