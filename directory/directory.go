@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -106,8 +105,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Client == nil:
 		return fmt.Errorf("%w: config: Client is required", ErrInvalid)
-	case !strings.HasSuffix(c.Prefix, "/"):
-		return fmt.Errorf("%w: config: Prefix %q must end in /", ErrInvalid, c.Prefix)
+	case ValidatePrefix(c.Prefix) != nil:
+		return fmt.Errorf("config: Prefix: %w", ValidatePrefix(c.Prefix))
 	case c.HistoryLimit < 1:
 		return fmt.Errorf("%w: config: HistoryLimit %d must be at least 1", ErrInvalid, c.HistoryLimit)
 	case c.RequestTimeout < 0 || c.DownAfter < 0 || c.HoldDown < 0 || c.LivenessInterval < 0:

@@ -29,6 +29,10 @@ import (
 //	P history/<version, 20>  JSON record of what changed at that version and
 //	                         why. Exactly one per version, so trimming to the
 //	                         last N is one range delete in the same txn.
+//	P cluster                the cluster's id, put once (ClusterID) and kept
+//	                         by a restore, so that clients never take a map
+//	                         of another cluster sharing the etcd, nor refuse
+//	                         the map of their own restored elsewhere.
 //
 // Unversioned keys (not part of the table, not in snapshots):
 //
@@ -76,6 +80,7 @@ func (k keys) plansPrefix() string     { return k.p + "plans/" }
 func (k keys) plan(id string) string   { return k.p + "plans/" + id }
 func (k keys) lock(name string) string { return k.p + "locks/" + name }
 func (k keys) leaderPrefix() string    { return k.p + "leader/" }
+func (k keys) cluster() string         { return k.p + "cluster" }
 func (k keys) all() string             { return k.p }
 
 // keyKind says which part of the table a key under the prefix holds.

@@ -50,6 +50,7 @@ func TestConfigValidate(t *testing.T) {
 		{"defaults", Config{Client: cli}, true},
 		{"no client", Config{}, false},
 		{"prefix without slash", Config{Client: cli, Prefix: "/slotd"}, false},
+		{"prefix with an empty segment", Config{Client: cli, Prefix: "/a//"}, false},
 		{"negative history", Config{Client: cli, HistoryLimit: -1}, false},
 		{"negative timeout", Config{Client: cli, RequestTimeout: -1}, false},
 		{"negative attempts", Config{Client: cli, UpdateAttempts: -1}, false},
