@@ -80,7 +80,7 @@ func TestPlanApplyWait(t *testing.T) {
 		}
 	})
 	t.Run("rebalance confirmed", func(t *testing.T) {
-		r := s.run(t, "y\n", "rebalance", "--max-moves", "4")
+		r := s.runTerminal(t, "y\n", "rebalance", "--max-moves", "4")
 		if r.code != exitOK || r.stderr != "" || !strings.Contains(r.stdout, "[y/N]") || !strings.Contains(r.stdout, "done: 4 moves") {
 			t.Fatalf("rebalance: exit %d, stderr %q, stdout:\n%s", r.code, r.stderr, r.stdout)
 		}

@@ -184,7 +184,7 @@ func TestClusterCommands(t *testing.T) {
 		}
 	})
 	t.Run("rebalance declined changes nothing", func(t *testing.T) {
-		r := s.run(t, "n\n", "rebalance", "--max-moves", "3")
+		r := s.runTerminal(t, "n\n", "rebalance", "--max-moves", "3")
 		oneLineErr(t, r, exitFailure, "not applied; nothing changed")
 		if !strings.Contains(r.stdout, "3 moves") {
 			t.Fatalf("rebalance showed no plan: %q", r.stdout)

@@ -28,8 +28,9 @@ func newRebalanceCmd(g *globals) *cobra.Command {
 		Long: `rebalance is plan + apply --wait with a question in between: it computes a
 plan for the current nodes (plus any --add/--drain/--weight), shows it, asks
 "apply? [y/N]" on the terminal and, on yes, applies it and follows it with a
-progress bar. --yes skips the question. Exit codes as for apply --wait; a "no"
-changes nothing and exits 1.`,
+progress bar. --yes skips the question; without a terminal to ask on (a script,
+a pipe) rebalance needs --yes and otherwise exits 2 before contacting slotd.
+Exit codes as for apply --wait; a "no" changes nothing and exits 1.`,
 		Example: `  slotctl rebalance
   slotctl rebalance --add n4=127.0.0.1:7504 --yes
   slotctl nodes drain n3 && slotctl rebalance --yes`,
@@ -41,6 +42,9 @@ changes nothing and exits 1.`,
 			}
 			if g.output == "json" && !o.yes {
 				return usagef("-o json cannot ask for confirmation; pass --yes")
+			}
+			if !o.yes && !g.canAsk() {
+				return usagef("no terminal to ask for confirmation on; pass --yes to apply without asking")
 			}
 			return g.withConn(cmd.Context(), func(ctx context.Context, c *conn) error {
 				p, rate, err := g.propose(ctx, c, req)

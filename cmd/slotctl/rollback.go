@@ -17,6 +17,7 @@ type rollbackOptions struct {
 	last   bool
 	reason string
 	wait   bool
+	yes    bool
 }
 
 func newRollbackCmd(g *globals) *cobra.Command {
@@ -27,7 +28,9 @@ func newRollbackCmd(g *globals) *cobra.Command {
 		Long: `rollback creates and starts a plan that moves every slot the plan moved back to
 where it came from, one at a time. --last picks the newest plan that ended
 (done, cancelled or failed). slotd refuses (exit 3) a plan that is still
-applying or paused (cancel it first) and a slot that changed owner since.`,
+applying or paused (cancel it first) and a slot that changed owner since.
+On a terminal it first asks for confirmation (--yes skips the question); a
+"no" changes nothing and exits 1.`,
 		Example: `  slotctl rollback --last --wait
   slotctl history --limit 5`,
 		Args: cobra.MaximumNArgs(1),
@@ -45,6 +48,11 @@ applying or paused (cancel it first) and a slot that changed owner since.`,
 						return err
 					}
 				}
+				if !o.yes && g.canAsk() {
+					if err := g.confirmRollback(ctx, c, id); err != nil {
+						return err
+					}
+				}
 				cctx, cancel := g.call(ctx)
 				resp, err := c.admin.Rollback(cctx, &slotdv1.RollbackRequest{PlanId: id, Operator: g.operator, Reason: o.reason})
 				cancel()
@@ -58,6 +66,7 @@ applying or paused (cancel it first) and a slot that changed owner since.`,
 	cmd.Flags().BoolVar(&o.last, "last", false, "roll back the newest plan that ended")
 	cmd.Flags().StringVar(&o.reason, "reason", "", "why, recorded with the reverse plan")
 	cmd.Flags().BoolVar(&o.wait, "wait", false, "follow the reverse plan until it ends")
+	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "roll back without asking")
 	return cmd
 }
 
@@ -78,4 +87,30 @@ func (g *globals) lastEndedPlan(ctx context.Context, c *conn) (string, error) {
 		}
 	}
 	return "", refusedError{fmt.Errorf("no plan has ended that could be rolled back (see slotctl history)")}
+}
+
+// confirmRollback says what a rollback of plan id will reverse and asks.
+func (g *globals) confirmRollback(ctx context.Context, c *conn, id string) error {
+	cctx, cancel := g.call(ctx)
+	resp, err := c.admin.GetPlan(cctx, &slotdv1.GetPlanRequest{PlanId: id})
+	cancel()
+	if err != nil {
+		return err
+	}
+	p := resp.GetPlan()
+	q := fmt.Sprintf("roll back plan %s (%s, %d moves committed): move those slots back to their sources? [y/N] ",
+		id, planState(p.GetState()), p.GetProgress().GetDone())
+	// With -o json stdout holds the plan alone: the question goes to stderr.
+	ask := g.stdout
+	if g.output == "json" {
+		ask = g.stderr
+	}
+	ok, err := confirm(ctx, ask, g.stdin, q)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("not rolled back; nothing changed")
+	}
+	return nil
 }

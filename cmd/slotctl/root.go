@@ -49,11 +49,17 @@ type globals struct {
 	stdin     io.Reader
 	stdout    io.Writer
 	stderr    io.Writer
-	// tty reports whether stdout is a terminal (progress bar, prompts).
+	// tty reports whether stdout is a terminal (progress bar).
 	tty func() bool
+	// interactive reports whether a question can be asked: stdin and
+	// stdout are both terminals.
+	interactive func() bool
 	// poll is how often a wait asks slotd for progress.
 	poll time.Duration
 }
+
+// canAsk reports whether a question can be put to the operator.
+func (g *globals) canAsk() bool { return g.interactive != nil && g.interactive() }
 
 func (g *globals) endpointList() []string {
 	var out []string
@@ -119,7 +125,9 @@ func register(f func(*globals) *cobra.Command) { commands = append(commands, f) 
 // run executes the command line and returns the process exit code. Errors
 // are one line on stderr.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr, tty: func() bool { return isTerminal(stdout) }, poll: 300 * time.Millisecond}
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr, poll: 300 * time.Millisecond,
+		tty:         func() bool { return isTerminal(stdout) },
+		interactive: func() bool { return isTerminal(stdin) && isTerminal(stdout) }}
 	return runWith(g, args)
 }
 
@@ -146,10 +154,11 @@ func defaultOperator() string {
 	return "slotctl"
 }
 
-// isTerminal reports whether w is a character device (a terminal), without
-// a dependency on x/term: progress bars and prompts only make sense there.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+// isTerminal reports whether f (a reader or writer) is a character device
+// (a terminal), without a dependency on x/term: progress bars and prompts
+// only make sense there.
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
 	if !ok {
 		return false
 	}
