@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 TOOLS := $(CURDIR)/bin/tools
 
-.PHONY: all build test bench bench-compare e2e demo proto tools fuzz fuzz-short help clean certs hooks
+.PHONY: all build test bench bench-compare e2e demo proto tools fuzz fuzz-short help clean certs hooks promtool rules
 
 all: build
 
@@ -20,8 +20,9 @@ build: ## build slotd, slotctl and slotkv into bin/
 	@mkdir -p $(BIN)
 	@for c in $(CMDS); do $(GO) build -o $(BIN)/$$c ./cmd/$$c || exit 1; done
 
-test: ## vet + unit + integration tests (race detector), then a short fuzz run, as CI runs them
+test: ## vet + unit + integration tests (race detector), alert rule tests, then a short fuzz run, as CI runs them
 	$(GO) vet ./...
+	@$(MAKE) --no-print-directory rules
 	$(GO) test -race -count=1 -timeout 12m ./...
 	@$(MAKE) --no-print-directory fuzz-short
 
@@ -73,6 +74,13 @@ demo: ## start slotd + 3 slotkv nodes, load 100,000 keys, add a 4th node and reb
 e2e: ## every end-to-end scenario (real processes, faults, porcupine), ~10 min; prints a summary table
 	@mkdir -p $(BIN)
 	E2E_FULL=1 $(GO) test -count=1 -timeout 30m -v -run . ./e2e/ 2>&1 | tee $(BIN)/e2e.txt | grep -E '^(---|ok|FAIL|PASS|panic)|scenario|^[0-9] ' ; test $${PIPESTATUS[0]} -eq 0
+
+promtool: ## install promtool (Debian's prometheus package) when it is missing
+	@command -v promtool >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; }; }
+
+rules: promtool ## check the Prometheus alert rules in deploy/prometheus and run their unit tests (promtool test rules)
+	promtool check rules deploy/prometheus/slotd-rules.yml
+	cd deploy/prometheus && promtool test rules slotd-rules.test.yml
 
 hooks: ## install the git pre-commit hook that refuses binaries and files over 512 KiB
 	install -m 0755 scripts/githooks/pre-commit "$$(git rev-parse --git-common-dir)/hooks/pre-commit"

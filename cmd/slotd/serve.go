@@ -235,6 +235,8 @@ func serve(ctx context.Context, o *options, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	// Node and plan state for alerts and dashboards, read at each scrape.
+	reg.MustRegister(mover.NewStatusCollector(dir, ctl, o.requestTimeout, lg))
 	exe, err := mover.NewExecutor(mover.ExecutorConfig{
 		Directory: dir, Control: ctl, Etcd: cli, Stores: pool, Name: o.name, Logger: lg, Registerer: reg,
 		Parallelism: o.parallelism,
