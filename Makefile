@@ -18,7 +18,7 @@ help: ## list the targets
 
 build: ## build slotd, slotctl and slotkv into bin/
 	@mkdir -p $(BIN)
-	@for c in $(CMDS); do $(GO) build -o $(BIN)/$$c ./cmd/$$c || exit 1; done
+	@for c in $(CMDS); do $(GO) build -buildvcs=auto -o $(BIN)/$$c ./cmd/$$c || exit 1; done
 
 test: ## vet + unit + integration tests (race detector), alert rule tests, then a short fuzz run, as CI runs them
 	$(GO) vet ./...

@@ -10,6 +10,7 @@ func Policy() *auth.Policy {
 	return auth.NewPolicy().
 		Require("/slotd.v1.Directory/*", auth.RoleRead).
 		Require("/slotd.v1.Admin/*", auth.RoleAdmin).
+		Require("/slotd.v1.Info/*", auth.RoleRead).
 		Require("/slotd.v1.Admin/Status", auth.RoleRead).
 		Require("/slotd.v1.Admin/GetPlan", auth.RoleRead).
 		Require("/slotd.v1.Admin/ListPlans", auth.RoleRead).

@@ -118,11 +118,12 @@ func New(cfg Config) (*Service, error) {
 	return &Service{hub: hub, dir: d, admin: a}, nil
 }
 
-// Register registers the Directory and Admin services on srv, which must
+// Register registers the Directory, Admin and Info services on srv, which must
 // have been built with ServerOptions().
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	slotdv1.RegisterDirectoryServer(srv, s.dir)
 	slotdv1.RegisterAdminServer(srv, s.admin)
+	slotdv1.RegisterInfoServer(srv, &InfoServer{serverID: s.admin.cfg.ServerID})
 }
 
 // Run follows the directory until ctx is done; WatchMap streams end when

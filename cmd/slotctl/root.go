@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/slotd/slotd/internal/buildinfo"
 )
 
 // Exit codes scripts can rely on.
@@ -83,7 +85,9 @@ Exit codes: 0 success, 1 failure, 2 usage error, 3 refused (the cluster changed
 or a precondition failed; nothing changed).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Read().String(),
 	}
+	root.SetVersionTemplate("slotctl {{.Version}}\n")
 	defEndpoints := os.Getenv("SLOTCTL_ENDPOINTS")
 	if defEndpoints == "" {
 		defEndpoints = "127.0.0.1:7400"

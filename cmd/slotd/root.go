@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/internal/buildinfo"
 )
 
 const envPrefix = "SLOTD_"
@@ -39,6 +40,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 // runContext runs slotd until ctx ends (SIGTERM or SIGINT in main).
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newServeCmd(stderr)
+	root.Version = buildinfo.Read().String()
+	root.SetVersionTemplate("slotd {{.Version}}\n")
 	root.AddCommand(newEtcdCmd(stderr))
 	root.SetArgs(args)
 	root.SetOut(stdout)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -18,10 +19,13 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/client/node"
+	"github.com/slotd/slotd/internal/buildinfo"
 	"github.com/slotd/slotd/internal/flagenv"
 	"github.com/slotd/slotd/internal/gcpercent"
 	"github.com/slotd/slotd/internal/replicas"
@@ -70,8 +74,15 @@ func (o *options) validate() error {
 	return o.tls.validate()
 }
 
+// errVersionShown ends a run that only printed the version.
+var errVersionShown = errors.New("version shown")
+
+// versionOut receives --version (tests replace it).
+var versionOut io.Writer = os.Stdout
+
 func run(ctx context.Context, args []string, stderr io.Writer) int {
 	var o options
+	var showVersion bool
 	cmd := &cobra.Command{
 		Use:   "slotkv",
 		Short: "slotd's reference store node: a durable key-value store whose slots slotd can move",
@@ -95,6 +106,9 @@ TLS with --slotd-tls-ca (default --tls-ca) and a store identity:
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if showVersion {
+				return errVersionShown
+			}
 			if err := flagenv.Bind(cmd.Flags(), envPrefix); err != nil {
 				return usageError{err}
 			}
@@ -104,10 +118,13 @@ TLS with --slotd-tls-ca (default --tls-ca) and a store identity:
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	f := cmd.Flags()
+	// Not cobra's own --version: it prints where help goes (stderr here),
+	// and a version belongs on stdout.
+	f.BoolVar(&showVersion, "version", false, "print slotkv's version and exit")
 	f.StringVar(&o.id, "id", "", "node id: a stable name, never an address")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:7500", "gRPC listen address (KV and Store services)")
 	f.StringVar(&o.advertise, "advertise", "", "address clients and slotd use to reach this node (default: --listen)")
-	f.StringVar(&o.httpAddr, "http", "127.0.0.1:7501", "HTTP listen address for /metrics and /healthz; empty to disable")
+	f.StringVar(&o.httpAddr, "http", "127.0.0.1:7501", "HTTP listen address for /metrics, /healthz and /readyz; empty to disable")
 	f.StringVar(&o.dataDir, "data-dir", "slotkv-data", "directory for the data file and the node's fences and change logs")
 	f.StringVar(&o.zone, "zone", "", "failure zone, for the planner")
 	f.Uint32Var(&o.weight, "weight", 1, "relative share of slots")
@@ -125,6 +142,9 @@ TLS with --slotd-tls-ca (default --tls-ca) and a store identity:
 	err := cmd.ExecuteContext(ctx)
 	switch {
 	case err == nil:
+		return exitOK
+	case errors.Is(err, errVersionShown):
+		fmt.Fprintf(versionOut, "slotkv %s\n", buildinfo.Read())
 		return exitOK
 	case errors.As(err, new(usageError)):
 		fmt.Fprintf(stderr, "slotkv: %v\n", err)
@@ -212,6 +232,9 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	}
 	g := grpc.NewServer(serverOptions(ts, az, srv.ServerOptions())...)
 	srv.Register(g)
+	ready := newReadiness(maps)
+	healthpb.RegisterHealthServer(g, ready.hs)
+	reflection.Register(g)
 	if m := slotkv.Policy().Uncovered(g.GetServiceInfo()); len(m) > 0 {
 		srv.Close()
 		return fmt.Errorf("auth policy has no rule for %v; they would be refused to everyone", m)
@@ -230,6 +253,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+		mux.HandleFunc("/readyz", ready.readyz)
 		hs = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelDebug)}
 		httpAddr = hl.Addr().String()
 		if ts != nil {
@@ -248,6 +272,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	eg, egCtx := errgroup.WithContext(runCtx)
 	eg.Go(func() error { return srv.Run(egCtx) })
 	eg.Go(func() error { return maps.Run(egCtx) })
+	eg.Go(func() error { return ready.run(egCtx) })
 	if registrar != nil {
 		eg.Go(func() error { return registrar.Run(egCtx) })
 	}
@@ -288,8 +313,13 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 type mapSource interface {
 	node.MapSource
 	Run(ctx context.Context) error
+	// Assigned reports whether slots have owners in the map held.
+	Assigned() bool
 }
 
 type staticSource struct{ *node.StaticMap }
 
 func (staticSource) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+
+// Assigned implements mapSource: a standalone node owns every slot.
+func (staticSource) Assigned() bool { return true }
