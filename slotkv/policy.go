@@ -13,10 +13,13 @@ import "github.com/slotd/slotd/auth"
 //     SDK already holds read to watch the map, so any identity the cluster
 //     issued may read and write data. slotkv is a reference store and has
 //     no per-key authorization; a real store would add its own;
+//   - reflection (grpcurl, grpc_cli) needs role read, as on slotd;
 //   - gRPC health is public.
 func Policy() *auth.Policy {
 	return auth.NewPolicy().
 		Require("/slotd.v1.Store/*", auth.RoleStore).
 		Require("/slotkv.v1.KV/*", auth.RoleRead).
+		Require("/grpc.reflection.v1.ServerReflection/*", auth.RoleRead).
+		Require("/grpc.reflection.v1alpha.ServerReflection/*", auth.RoleRead).
 		Public("/grpc.health.v1.Health/*")
 }

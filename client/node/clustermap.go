@@ -69,6 +69,18 @@ func (m *ClusterMap) Owner(s slots.Slot) (Owner, bool) {
 	return ClientMap{C: c}.Owner(s)
 }
 
+// Assigned reports whether the node holds a map from slotd in which slots
+// have owners (the directory is bootstrapped): until then it can serve no
+// key, and slotkv's health says NOT_SERVING.
+func (m *ClusterMap) Assigned() bool {
+	c := m.c.Load()
+	if c == nil {
+		return false
+	}
+	mp := c.Map()
+	return mp != nil && !mp.Empty()
+}
+
 // ClientMap is the MapSource over an SDK client the caller already runs
 // (ClusterMap makes and keeps its own).
 type ClientMap struct{ C *client.Client }
