@@ -376,11 +376,25 @@ func (e *Executor) rate(ctx context.Context) uint64 {
 // when there is none.
 func (e *Executor) planLoop(ctx context.Context) error {
 	backoff := e.cfg.Backoff
+	waitingInit := false
 	for ctx.Err() == nil {
 		worked, err := e.step(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
+		if errors.Is(err, directory.ErrNotBootstrapped) {
+			// A new cluster: nothing to move until an operator assigns the
+			// slots. Said once, not at every retry.
+			if !waitingInit {
+				waitingInit = true
+				e.lg.Info("directory not initialized; waiting for slotctl init")
+			}
+			if !sleep(ctx, jitter(time.Second)) {
+				return nil
+			}
+			continue
+		}
+		waitingInit = false
 		if err != nil {
 			e.lg.Warn("mover step failed; retrying", "err", err, "in", backoff)
 			if !sleep(ctx, jitter(backoff)) {
@@ -1038,6 +1052,9 @@ func (e *Executor) requeueDrops(ctx context.Context) {
 		return
 	}
 	snap, err := e.dir.Snapshot(ctx)
+	if errors.Is(err, directory.ErrNotBootstrapped) {
+		return // a new cluster: no move ever ran
+	}
 	if err != nil {
 		e.lg.Warn("read table for clean-ups left by the previous leader", "err", err)
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -48,7 +49,8 @@ type Config struct {
 	// ReadyTimeout bounds the wait for the member to serve; default 60s
 	// (a member of a new multi-member cluster waits for a quorum).
 	ReadyTimeout time.Duration
-	// Logger receives the member's errors; etcd's own info logs are dropped.
+	// Logger receives the member's errors (etcd's info logs and warnings
+	// are dropped), as slog lines with component=etcd.
 	Logger *slog.Logger
 	// NoFsync skips fsync (tests only: a crash may lose acknowledged writes).
 	NoFsync bool
@@ -128,8 +130,9 @@ func serverTLSInfo(c tlsconf.Config) transport.TLSInfo {
 
 // Server is a running member.
 type Server struct {
-	etcd *embed.Etcd
-	cfg  Config
+	etcd    *embed.Etcd
+	cfg     Config
+	closing atomic.Bool // set by Close: the listeners' errors are the shutdown
 }
 
 // Start starts the member and waits until it serves or ctx ends.
@@ -156,6 +159,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	ec.InitialCluster = cfg.InitialCluster
 	ec.InitialClusterToken = cfg.ClusterToken
 	ec.LogLevel = "error"
+	srv := &Server{cfg: cfg}
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newSlogLogger(cfg.Logger, &srv.closing))
 	ec.UnsafeNoFsync = cfg.NoFsync
 	if cfg.ClientTLS.Enabled() {
 		ec.ClientTLSInfo = serverTLSInfo(cfg.ClientTLS)
@@ -187,7 +192,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	cfg.Logger.Info("etcd member ready", "name", cfg.Name, "client_url", cfg.ClientURL, "data_dir", cfg.DataDir,
 		"client_tls", cfg.ClientTLS.Enabled(), "peer_tls", cfg.PeerTLS.Enabled())
-	return &Server{etcd: e, cfg: cfg}, nil
+	srv.etcd = e
+	return srv, nil
 }
 
 // Endpoints returns the client URLs to give clientv3.
@@ -198,4 +204,7 @@ func (s *Server) Err() <-chan error { return s.etcd.Err() }
 
 // Close stops the member: it stops accepting, ends client streams and
 // closes the backend. Safe to call once.
-func (s *Server) Close() { s.etcd.Close() }
+func (s *Server) Close() {
+	s.closing.Store(true)
+	s.etcd.Close()
+}
