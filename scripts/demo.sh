@@ -7,7 +7,11 @@
 # Tunables: DEMO_KEYS (100000), DEMO_SIZE (100), DEMO_RATE (traffic ops/s, 300),
 # DEMO_THROTTLE (copy rate per donor; slotd's default when empty),
 # DEMO_DISK=1 (keep ./.demo on disk, see below),
-# DEMO_TLS=1 (everything over TLS with certificates from `make certs`, see below).
+# DEMO_TLS=1 (everything over TLS with certificates from `make certs`, see below),
+# DEMO_PORT (7400): the base of every port the demo uses, so two demos (or a
+# demo and tests) can run side by side: slotd gRPC base, HTTP base+1, its etcd
+# base+79/base+80, node nN gRPC base+100+N, HTTP base+110+N.
+# `scripts/demo.sh ports` prints the ports and exits.
 #
 # DEMO_TLS=1: slotd serves TLS and requires a role (client certificate or
 # token) on every call; its embedded etcd serves TLS and requires client
@@ -33,7 +37,12 @@ BIN=$ROOT/bin
 KEYS=${DEMO_KEYS:-100000}
 SIZE=${DEMO_SIZE:-100}
 RATE=${DEMO_RATE:-300}
-SLOTD=127.0.0.1:7400
+BASE=${DEMO_PORT:-7400}
+[[ $BASE =~ ^[0-9]+$ ]] && ((BASE >= 1024 && BASE <= 65400)) || { echo "demo: DEMO_PORT=$BASE: want a port in 1024-65400" >&2; exit 2; }
+SLOTD_HTTP=$((BASE + 1)) ETCD_CLIENT=$((BASE + 79)) ETCD_PEER=$((BASE + 80))
+node_port() { echo $((BASE + 100 + ${1#n})); }
+node_http() { echo $((BASE + 110 + ${1#n})); }
+SLOTD=127.0.0.1:$BASE
 export SLOTCTL_ENDPOINTS=$SLOTD
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -41,7 +50,13 @@ die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 
 # Every port the demo listens on: slotd gRPC/HTTP, its embedded etcd's
 # client/peer, the nodes' gRPC and HTTP.
-PORTS=(7400 7401 7479 7480 7501 7502 7503 7504 7511 7512 7513 7514)
+PORTS=($BASE $SLOTD_HTTP $ETCD_CLIENT $ETCD_PEER)
+for id in n1 n2 n3 n4; do PORTS+=("$(node_port $id)" "$(node_http $id)"); done
+if [[ ${1:-} == ports ]]; then
+	echo "slotd=$SLOTD http=127.0.0.1:$SLOTD_HTTP etcd=127.0.0.1:$ETCD_CLIENT etcd-peer=127.0.0.1:$ETCD_PEER"
+	for id in n1 n2 n3 n4; do echo "$id=127.0.0.1:$(node_port $id) http=127.0.0.1:$(node_http $id)"; done
+	exit 0
+fi
 port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 for p in "${PORTS[@]}"; do
 	if port_taken "$p"; then
@@ -55,7 +70,7 @@ stop_all() {
 	if [[ ${DEMO_KEEP:-} == 1 && $code == 0 ]]; then
 		say "still running (DEMO_KEEP=1)"
 		echo "pids: $(echo ${PIDS[*]})   logs: $DIR/*.log"
-		echo "try:  bin/slotctl status; bin/slotctl map; bin/slotkv put k v; bin/slotkv get k"
+		echo "try:  export SLOTCTL_ENDPOINTS=$SLOTD; bin/slotctl status; bin/slotctl map; bin/slotkv put --slotd $SLOTD k v; bin/slotkv get --slotd $SLOTD k"
 		echo "stop: kill $(echo ${PIDS[*]}); rm -rf .demo"
 		return
 	fi
@@ -101,7 +116,7 @@ slotctl() { "${SLOTCTL[@]}" "$@"; }
 
 # metrics prints slotd's Prometheus metrics (bash's /dev/tcp: no curl needed).
 metrics() {
-	exec 3<>/dev/tcp/127.0.0.1/7401
+	exec 3<>/dev/tcp/127.0.0.1/$SLOTD_HTTP
 	printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
 	cat <&3
 	exec 3<&-
@@ -136,7 +151,8 @@ else
 fi
 
 say "start slotd (embedded etcd) on $SLOTD${DEMO_TLS:+ (TLS)}"
-"$BIN/slotd" --data-dir "$DIR/slotd" --listen "$SLOTD" --http 127.0.0.1:7401 "${SLOTD_TLS[@]}" >"$DIR/slotd.log" 2>&1 &
+"$BIN/slotd" --data-dir "$DIR/slotd" --listen "$SLOTD" --http "127.0.0.1:$SLOTD_HTTP" \
+	--etcd-client-url "127.0.0.1:$ETCD_CLIENT" --etcd-peer-url "127.0.0.1:$ETCD_PEER" "${SLOTD_TLS[@]}" >"$DIR/slotd.log" 2>&1 &
 PIDS+=($!)
 wait_for "slotd" 60 slotctl status
 if [[ -n ${DEMO_THROTTLE:-} ]]; then
@@ -144,27 +160,27 @@ if [[ -n ${DEMO_THROTTLE:-} ]]; then
 fi
 
 start_node() {
-	local id=$1 n=${1#n} own=()
+	local id=$1 own=()
 	if [[ ${DEMO_TLS:-} == 1 ]]; then
 		own=(--slotd-tls-cert "$CERTS/store-$id.pem" --slotd-tls-key "$CERTS/store-$id-key.pem")
 	fi
-	"$BIN/slotkv" --id "$id" --listen "127.0.0.1:750$n" --http "127.0.0.1:751$n" \
+	"$BIN/slotkv" --id "$id" --listen "127.0.0.1:$(node_port "$id")" --http "127.0.0.1:$(node_http "$id")" \
 		--data-dir "$DIR/$id" --slotd "$SLOTD" --fsync=false "${NODE_TLS[@]}" "${own[@]}" >"$DIR/$id.log" 2>&1 &
 	PIDS+=($!)
 	wait_for "node $id" 30 registered "$id"
-	echo "$id serving on 127.0.0.1:750$n"
+	echo "$id serving on 127.0.0.1:$(node_port "$id")"
 }
 
 say "start three slotkv nodes and bootstrap the directory"
 for id in n1 n2 n3; do start_node "$id"; done
-slotctl init --node n1=127.0.0.1:7501 --node n2=127.0.0.1:7502 --node n3=127.0.0.1:7503
+slotctl init --node "n1=127.0.0.1:$(node_port n1)" --node "n2=127.0.0.1:$(node_port n2)" --node "n3=127.0.0.1:$(node_port n3)"
 slotctl status
 
 say "load $KEYS keys of $SIZE bytes through the SDK"
-"$BIN/slotkv" load --keys "$KEYS" --size "$SIZE" --concurrency 16 "${CLIENT_TLS[@]}"
+"$BIN/slotkv" load --keys "$KEYS" --size "$SIZE" --concurrency 16 --slotd "$SLOTD" "${CLIENT_TLS[@]}"
 
 say "start background traffic ($RATE ops/s: verified reads of loaded keys, writes)"
-"$BIN/slotkv" traffic --keys "$KEYS" --size "$SIZE" --rate "$RATE" "${CLIENT_TLS[@]}" >"$DIR/traffic.out" 2>"$DIR/traffic.log" &
+"$BIN/slotkv" traffic --keys "$KEYS" --size "$SIZE" --rate "$RATE" --slotd "$SLOTD" "${CLIENT_TLS[@]}" >"$DIR/traffic.out" 2>"$DIR/traffic.log" &
 TRAFFIC=$!
 PIDS+=($TRAFFIC)
 
@@ -189,7 +205,7 @@ PIDS=("${PIDS[@]/$TRAFFIC/}")
 
 say "check every loaded key"
 CHECK_OK=0
-"$BIN/slotkv" check --keys "$KEYS" --size "$SIZE" --concurrency 16 "${CLIENT_TLS[@]}" | tee "$DIR/check.txt" || CHECK_OK=$?
+"$BIN/slotkv" check --keys "$KEYS" --size "$SIZE" --concurrency 16 --slotd "$SLOTD" "${CLIENT_TLS[@]}" | tee "$DIR/check.txt" || CHECK_OK=$?
 
 say "summary"
 slotctl status
