@@ -17,7 +17,7 @@ func TestPlanApplyWait(t *testing.T) {
 	eventually(t, "a mover leader", func() bool {
 		var st statusJSON
 		decode(t, s.ok(t, "status", "-o", "json"), &st)
-		return st.MoverLeader == "m1"
+		return st.MoverLeader == "s1"
 	})
 	dir := t.TempDir()
 	planFile := filepath.Join(dir, "plan.json")

@@ -13,96 +13,35 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/client/node"
-	"github.com/slotd/slotd/directory"
-	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/internal/slotdtest"
 	"github.com/slotd/slotd/internal/waitfor"
-	"github.com/slotd/slotd/migrations"
 	"github.com/slotd/slotd/mover"
-	"github.com/slotd/slotd/service"
+	"github.com/slotd/slotd/server"
 	"github.com/slotd/slotd/slotkv"
 )
 
-// testSlotd is slotd in-process, wired the way cmd/slotd wires it (a real
-// gRPC server on 127.0.0.1 over a real embedded etcd), stopped when the
-// test ends.
+// testSlotd is slotd in-process (internal/slotdtest: the server package
+// over a real embedded etcd, gRPC on 127.0.0.1), stopped when the test ends.
 type testSlotd struct {
 	addr string
 }
 
 // startSlotd serves slotd. With mover, an executor runs plans (it needs
 // store nodes that answer: see startKV); without, plans stay where the
-// API leaves them, which keeps output deterministic.
-func startSlotd(t *testing.T, withMover bool) *testSlotd {
+// API leaves them, which keeps output deterministic. edits change the
+// server's configuration (TLS, tokens).
+func startSlotd(t *testing.T, withMover bool, edits ...func(*server.Config)) *testSlotd {
 	t.Helper()
-	return startSlotdWith(t, withMover, false)
-}
-
-// startSlotdWith is startSlotd with server options (TLS, auth); with
-// authenticated, history records the caller's identity.
-func startSlotdWith(t *testing.T, withMover, authenticated bool, opts ...grpc.ServerOption) *testSlotd {
-	t.Helper()
-	e := etcdtest.New(t)
-	d, err := directory.New(directory.Config{Client: e.NewClient(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := migrations.Apply(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := mover.NewControl(mover.ControlConfig{Directory: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := service.Config{Directory: d, Control: ctl, ClusterID: "test", ServerID: "s1", Authenticated: authenticated}
-	var exe *mover.Executor
-	if withMover {
-		pool := mover.NewStorePool(mover.PoolConfig{})
-		t.Cleanup(func() { pool.Close() })
-		exe, err = mover.NewExecutor(mover.ExecutorConfig{Directory: d, Control: ctl, Etcd: e.NewClient(t), Stores: pool,
-			Name: "m1", Backoff: 20 * time.Millisecond, ProgressInterval: 50 * time.Millisecond, DisableLiveness: true})
-		if err != nil {
-			t.Fatal(err)
+	s := slotdtest.Start(t, append([]func(*server.Config){func(c *server.Config) {
+		c.DisableMover = !withMover
+		c.TuneMover = func(ec *mover.ExecutorConfig) {
+			ec.Backoff, ec.ProgressInterval, ec.DisableLiveness = 20*time.Millisecond, 50*time.Millisecond, true
 		}
-		cfg.Mover = exe
-	}
-	svc, err := service.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(append(service.ServerOptions(), opts...)...)
-	svc.Register(srv)
-	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(srv, hs)
-
-	runCtx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = svc.Run(runCtx) }()
-	go func() { defer wg.Done(); _ = srv.Serve(lis) }()
-	if exe != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = exe.Run(runCtx) }()
-	}
-	// Shutdown order: 1. stop the executor and the hub (ends watch
-	// streams), 2. stop serving, 3. wait for every goroutine.
-	t.Cleanup(func() {
-		stop()
-		srv.GracefulStop()
-		wg.Wait()
-	})
-	return &testSlotd{addr: lis.Addr().String()}
+	}}, edits...)...)
+	return &testSlotd{addr: s.Addr()}
 }
 
 // result is one slotctl run.

@@ -4,12 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
-
-	"github.com/slotd/slotd/auth"
 	"github.com/slotd/slotd/internal/devca"
-	"github.com/slotd/slotd/service"
-	"github.com/slotd/slotd/tlsconf"
+	"github.com/slotd/slotd/server"
 )
 
 // TestTLSAndToken: slotctl reaches a slotd that requires TLS and a role,
@@ -20,16 +16,9 @@ func TestTLSAndToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tcfg := tlsconf.Config{CertFile: set.ServerCert, KeyFile: set.ServerKey, CAFile: set.CA}
-	ts, err := tlsconf.NewServer(tcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	az, err := auth.New(auth.Config{Policy: service.Policy(), ClientCerts: tcfg.VerifiesClientCerts(), TokenFile: set.TokenFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := startSlotdWith(t, false, true, append(az.ServerOptions(), grpc.Creds(ts.Credentials()))...)
+	s := startSlotd(t, false, func(c *server.Config) {
+		c.TLSCert, c.TLSKey, c.TLSCA, c.TokenFile = set.ServerCert, set.ServerKey, set.CA, set.TokenFile
+	})
 
 	token := []string{"--tls-ca", set.CA, "--token-file", set.AdminToken}
 	s.ok(t, append(token, "init", "--node", "n1=127.0.0.1:7501", "--node", "n2=127.0.0.1:7502")...)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/slotd/slotd/internal/embedetcd"
 	"github.com/slotd/slotd/internal/flagenv"
+	"github.com/slotd/slotd/server"
 	"github.com/slotd/slotd/tlsconf"
 )
 
@@ -67,7 +68,7 @@ client listener (give slotd --etcd-tls-cert, --etcd-tls-key and
 			}
 			srv, err := embedetcd.Start(ctx, embedetcd.Config{
 				Name: o.name, DataDir: o.dataDir,
-				ClientURL: etcdURL(o.clientURL, scheme), PeerURL: etcdURL(o.peerURL, scheme),
+				ClientURL: server.EtcdURL(o.clientURL, scheme), PeerURL: server.EtcdURL(o.peerURL, scheme),
 				ClientTLS: files, PeerTLS: files,
 				InitialCluster: o.initialCluster, ClusterToken: o.token, Logger: lg,
 			})

@@ -17,6 +17,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -335,7 +336,7 @@ func TestTLSFlags(t *testing.T) {
 		{"plaintext", "http://" + etcdAddr, nil},
 		{"no client certificate", "https://" + etcdAddr, &tlsconf.Config{CAFile: set.CA}},
 	} {
-		cc := clientv3.Config{Endpoints: []string{tc.ep}, DialTimeout: 2 * time.Second, Logger: nopZap()}
+		cc := clientv3.Config{Endpoints: []string{tc.ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
 		if tc.tls != nil {
 			c, err := tlsconf.NewClient(*tc.tls)
 			if err != nil {
@@ -387,7 +388,7 @@ func TestEtcdMembers(t *testing.T) {
 					"--initial-cluster", strings.Join(initial, ","), "--log-level", "warn"}, memberTLS...)...)
 				eps = append(eps, m.client)
 			}
-			cc := clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: nopZap()}
+			cc := clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
 			if clientTLS != nil {
 				c, err := tlsconf.NewClient(*clientTLS)
 				if err != nil {
@@ -412,7 +413,7 @@ func TestEtcdMembers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				bare := clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: nopZap()}
+				bare := clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
 				c.ConfigureEtcd(&bare)
 				if anon, err := clientv3.New(bare); err == nil {
 					rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)

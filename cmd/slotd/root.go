@@ -71,14 +71,6 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// etcdURL turns "host:port" into "scheme://host:port"; a URL passes as is.
-func etcdURL(s, scheme string) string {
-	if strings.Contains(s, "://") {
-		return s
-	}
-	return scheme + "://" + s
-}
-
 func silence(cmd *cobra.Command) {
 	cmd.SilenceUsage = true
 	cmd.SilenceErrors = true

@@ -21,11 +21,9 @@ import (
 	"github.com/slotd/slotd/auth"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/devca"
-	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/internal/slotdtest"
 	"github.com/slotd/slotd/internal/waitfor"
-	"github.com/slotd/slotd/migrations"
-	"github.com/slotd/slotd/mover"
-	"github.com/slotd/slotd/service"
+	"github.com/slotd/slotd/server"
 	"github.com/slotd/slotd/slotkv/kvpb"
 	"github.com/slotd/slotd/tlsconf"
 )
@@ -180,58 +178,15 @@ func TestTokens(t *testing.T) {
 	}
 }
 
-// tlsSlotd serves slotd's API (service package, slotd's policy) over
-// mutual TLS on a real etcd, as cmd/slotd wires it.
+// tlsSlotd serves slotd (internal/slotdtest, no mover) over mutual TLS on
+// a real etcd, and returns a directory over that etcd and its address.
 func tlsSlotd(t *testing.T, set devca.Set) (*directory.Directory, string) {
 	t.Helper()
-	e := etcdtest.New(t)
-	d, err := directory.New(directory.Config{Client: e.NewClient(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := migrations.Apply(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := mover.NewControl(mover.ControlConfig{Directory: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := service.New(service.Config{Directory: d, Control: ctl, ClusterID: "test", ServerID: "s1", Authenticated: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcfg := tlsconf.Config{CertFile: set.ServerCert, KeyFile: set.ServerKey, CAFile: set.CA, ClientAuth: tlsconf.ClientAuthRequire}
-	ts, err := tlsconf.NewServer(tcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	az, err := auth.New(auth.Config{Policy: service.Policy(), ClientCerts: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(append(append(service.ServerOptions(), az.ServerOptions()...), grpc.Creds(ts.Credentials()))...)
-	svc.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hubDone, served := make(chan error, 1), make(chan struct{})
-	go func() { hubDone <- svc.Run(ctx) }()
-	go func() { defer close(served); _ = g.Serve(lis) }()
-	t.Cleanup(func() {
-		// Shutdown order: stop accepting and end the watch streams, then
-		// wait for the hub and the server.
-		stopped := make(chan struct{})
-		go func() { g.GracefulStop(); close(stopped) }()
-		cancel()
-		<-stopped
-		<-served
-		if err := <-hubDone; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("hub: %v", err)
-		}
+	s := slotdtest.Start(t, func(c *server.Config) {
+		c.TLSCert, c.TLSKey, c.TLSCA, c.ClientAuth = set.ServerCert, set.ServerKey, set.CA, string(tlsconf.ClientAuthRequire)
+		c.DisableMover = true
 	})
-	return d, lis.Addr().String()
+	return s.Directory(t), s.Addr()
 }
 
 // TestRegistersOverTLS runs slotkv against a slotd that requires mutual TLS:
