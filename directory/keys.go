@@ -42,6 +42,10 @@ import (
 //	P plans/<id>             mover plans, bytes opaque to the directory.
 //	P locks/<name>           client/v3/concurrency mutexes (migrations).
 //	P leader/                mover leader election (concurrency.Election).
+//	P auto/policy            the automatic balancer's policy (AutoPolicy, JSON;
+//	                         absent: off, the defaults). CAS on its revision.
+//	P auto/state             the balancer's state across leaders (AutoState,
+//	                         JSON): backoff, the last hour's automatic plans.
 //
 // The versioned keys sort before "alive", so nothing here depends on the
 // order; watchers read every key under P and ignore what they do not know.
@@ -81,6 +85,8 @@ func (k keys) plan(id string) string   { return k.p + "plans/" + id }
 func (k keys) lock(name string) string { return k.p + "locks/" + name }
 func (k keys) leaderPrefix() string    { return k.p + "leader/" }
 func (k keys) cluster() string         { return k.p + "cluster" }
+func (k keys) autoPolicy() string      { return k.p + "auto/policy" }
+func (k keys) autoState() string       { return k.p + "auto/state" }
 func (k keys) all() string             { return k.p }
 
 // keyKind says which part of the table a key under the prefix holds.

@@ -17,6 +17,8 @@ func Policy() *auth.Policy {
 		Require("/slotd.v1.Admin/History", auth.RoleRead).
 		Require("/slotd.v1.Admin/RegisterNode", auth.RoleStore, auth.RoleAdmin).
 		Require("/slotd.v1.Admin/Heartbeat", auth.RoleStore).
+		Require("/slotd.v1.Auto/*", auth.RoleAdmin).
+		Require("/slotd.v1.Auto/Status", auth.RoleRead).
 		Require("/grpc.reflection.v1.ServerReflection/*", auth.RoleRead).
 		Require("/grpc.reflection.v1alpha.ServerReflection/*", auth.RoleRead).
 		Public("/grpc.health.v1.Health/*")

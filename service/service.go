@@ -96,6 +96,7 @@ type Service struct {
 	hub   *Hub
 	dir   *DirectoryServer
 	admin *AdminServer
+	auto  *AutoServer
 }
 
 // New builds the servers. Run the hub with Run; register the servers with
@@ -115,7 +116,8 @@ func New(cfg Config) (*Service, error) {
 	}
 	d := &DirectoryServer{cfg: cfg, dir: cfg.Directory, hub: hub, m: m}
 	a := &AdminServer{cfg: cfg, dir: cfg.Directory, ctl: cfg.Control, hub: hub, lg: cfg.Logger}
-	return &Service{hub: hub, dir: d, admin: a}, nil
+	au := &AutoServer{dir: cfg.Directory, admin: a, now: time.Now}
+	return &Service{hub: hub, dir: d, admin: a, auto: au}, nil
 }
 
 // Register registers the Directory, Admin and Info services on srv, which must
@@ -124,6 +126,7 @@ func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	slotdv1.RegisterDirectoryServer(srv, s.dir)
 	slotdv1.RegisterAdminServer(srv, s.admin)
 	slotdv1.RegisterInfoServer(srv, &InfoServer{serverID: s.admin.cfg.ServerID})
+	slotdv1.RegisterAutoServer(srv, s.auto)
 }
 
 // Run follows the directory until ctx is done; WatchMap streams end when
