@@ -150,6 +150,13 @@ type AutoState struct {
 	Failures int `json:"failures,omitempty"`
 	// BackoffUntil is when the balancer may plan again after a failure.
 	BackoffUntil time.Time `json:"backoff_until,omitzero"`
+	// FailedPlan is the automatic plan whose failure set the backoff, at
+	// FailedAt; CancelledPlan the last one the balancer cancelled itself
+	// (after its backoff), so that its cancel is not taken for an
+	// operator's.
+	FailedPlan    string    `json:"failed_plan,omitempty"`
+	FailedAt      time.Time `json:"failed_at,omitzero"`
+	CancelledPlan string    `json:"cancelled_plan,omitempty"`
 	// LastPlan is the id of the newest automatic plan, and LastPlanAt when
 	// it was applied.
 	LastPlan   string    `json:"last_plan,omitempty"`
