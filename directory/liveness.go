@@ -19,6 +19,9 @@ import (
 // (what the hold-down counts from).
 type aliveRec struct {
 	Since time.Time `json:"since"`
+	// OrphanBytes is what the node last reported of data nothing explains
+	// (SetOrphanBytes); it lives and dies with the lease.
+	OrphanBytes *int64 `json:"orphan_bytes,omitempty"`
 }
 
 // Heartbeat records that node id is alive. slotd calls it when the node
@@ -160,6 +163,9 @@ type NodeLiveness struct {
 	// marked up (RunSince + HoldDown); zero for a node that is not down or
 	// not heartbeating.
 	HoldDownUntil time.Time
+	// OrphanBytes is the node's last report of bytes nothing explains;
+	// nil without a live lease or a report.
+	OrphanBytes *int64
 }
 
 // livenessReads bounds the lease lookups Liveness has in flight at once.
@@ -186,9 +192,10 @@ func (d *Directory) Liveness(ctx context.Context) (map[string]NodeLiveness, erro
 		down[n.ID] = n.Down
 	}
 	type lookup struct {
-		id    string
-		lease clientv3.LeaseID
-		since time.Time
+		id     string
+		lease  clientv3.LeaseID
+		since  time.Time
+		orphan *int64
 	}
 	var todo []lookup
 	for _, kv := range resp.Kvs {
@@ -197,7 +204,7 @@ func (d *Directory) Liveness(ctx context.Context) (map[string]NodeLiveness, erro
 		if _, ok := out[id]; !ok || json.Unmarshal(kv.Value, &a) != nil {
 			continue // removed meanwhile, or unreadable (CheckLiveness reports those)
 		}
-		todo = append(todo, lookup{id, clientv3.LeaseID(kv.Lease), a.Since})
+		todo = append(todo, lookup{id, clientv3.LeaseID(kv.Lease), a.Since, a.OrphanBytes})
 	}
 	now := d.cfg.Now()
 	var mu sync.Mutex
@@ -215,6 +222,7 @@ func (d *Directory) Liveness(ctx context.Context) (map[string]NodeLiveness, erro
 			nl := NodeLiveness{
 				LastHeartbeat: now.Add(-time.Duration(ttl.GrantedTTL-ttl.TTL) * time.Second).UTC().Truncate(time.Second),
 				RunSince:      l.since,
+				OrphanBytes:   l.orphan,
 			}
 			if down[l.id] {
 				nl.HoldDownUntil = l.since.Add(d.cfg.HoldDown)

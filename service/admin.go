@@ -138,6 +138,11 @@ func (s *AdminServer) Heartbeat(ctx context.Context, req *slotdv1.HeartbeatReque
 	if err := s.dir.Heartbeat(ctx, req.GetNodeId()); err != nil {
 		return nil, toStatus(err)
 	}
+	if req.OrphanBytes != nil {
+		if err := s.dir.SetOrphanBytes(ctx, req.GetNodeId(), req.GetOrphanBytes()); err != nil {
+			return nil, toStatus(err)
+		}
+	}
 	// The answer comes from the hub's map: no second etcd read per beat.
 	if m := s.hub.Current(); m != nil {
 		if n, ok := m.Node(req.GetNodeId()); ok {

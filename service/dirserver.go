@@ -210,6 +210,7 @@ func (s *DirectoryServer) ListNodes(ctx context.Context, _ *slotdv1.ListNodesReq
 			Slots:         counts[n.ID],
 			LastHeartbeat: ts(l.LastHeartbeat),
 			HoldDownUntil: ts(l.HoldDownUntil),
+			OrphanBytes:   l.OrphanBytes,
 		})
 	}
 	return resp, nil

@@ -19,6 +19,8 @@ func Policy() *auth.Policy {
 		Require("/slotd.v1.Admin/Heartbeat", auth.RoleStore).
 		Require("/slotd.v1.Auto/*", auth.RoleAdmin).
 		Require("/slotd.v1.Auto/Status", auth.RoleRead).
+		Require("/slotd.v1.Recovery/*", auth.RoleAdmin).
+		Require("/slotd.v1.Recovery/FreshMap", auth.RoleRead, auth.RoleStore).
 		Require("/grpc.reflection.v1.ServerReflection/*", auth.RoleRead).
 		Require("/grpc.reflection.v1alpha.ServerReflection/*", auth.RoleRead).
 		Public("/grpc.health.v1.Health/*")

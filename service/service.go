@@ -93,10 +93,11 @@ func (c Config) withDefaults() Config {
 // Service is slotd's gRPC API: the Directory and Admin servers over one
 // map hub. Safe for concurrent use.
 type Service struct {
-	hub   *Hub
-	dir   *DirectoryServer
-	admin *AdminServer
-	auto  *AutoServer
+	hub      *Hub
+	dir      *DirectoryServer
+	admin    *AdminServer
+	auto     *AutoServer
+	recovery *RecoveryServer
 }
 
 // New builds the servers. Run the hub with Run; register the servers with
@@ -117,16 +118,18 @@ func New(cfg Config) (*Service, error) {
 	d := &DirectoryServer{cfg: cfg, dir: cfg.Directory, hub: hub, m: m}
 	a := &AdminServer{cfg: cfg, dir: cfg.Directory, ctl: cfg.Control, hub: hub, lg: cfg.Logger}
 	au := &AutoServer{dir: cfg.Directory, admin: a, now: time.Now}
-	return &Service{hub: hub, dir: d, admin: a, auto: au}, nil
+	r := &RecoveryServer{cfg: cfg, dir: cfg.Directory, lg: cfg.Logger}
+	return &Service{hub: hub, dir: d, admin: a, auto: au, recovery: r}, nil
 }
 
-// Register registers the Directory, Admin and Info services on srv, which must
+// Register registers the Directory, Admin, Info and Recovery services on srv, which must
 // have been built with ServerOptions().
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	slotdv1.RegisterDirectoryServer(srv, s.dir)
 	slotdv1.RegisterAdminServer(srv, s.admin)
 	slotdv1.RegisterInfoServer(srv, &InfoServer{serverID: s.admin.cfg.ServerID})
 	slotdv1.RegisterAutoServer(srv, s.auto)
+	slotdv1.RegisterRecoveryServer(srv, s.recovery)
 }
 
 // Run follows the directory until ctx is done; WatchMap streams end when

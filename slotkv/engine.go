@@ -275,3 +275,34 @@ func (e *Engine) SlotSize(ctx context.Context, s slots.Slot) (keys, size int64, 
 	}
 	return keys, size, nil
 }
+
+var _ node.SlotLister = (*Engine)(nil)
+
+// SlotsWithData implements node.SlotLister: one seek per slot that holds
+// data (plus one), in a single read transaction.
+func (e *Engine) SlotsWithData(ctx context.Context) (slots.Set, error) {
+	var set slots.Set
+	err := e.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(dataBucket).Cursor()
+		for k, _ := c.First(); k != nil; {
+			if len(k) < 2 {
+				k, _ = c.Next()
+				continue
+			}
+			n := int(binary.BigEndian.Uint16(k))
+			if n >= slots.Count {
+				return nil
+			}
+			set.Add(slots.MustNew(n))
+			if n+1 >= slots.Count {
+				return nil
+			}
+			k, _ = c.Seek(binary.BigEndian.AppendUint16(nil, uint16(n+1)))
+		}
+		return nil
+	})
+	if err != nil {
+		return set, fmt.Errorf("slotkv: list slots: %w", err)
+	}
+	return set, nil
+}

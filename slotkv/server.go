@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -35,6 +36,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics (default: none).
 	Registerer prometheus.Registerer
+	// ReconcileInterval, ReconcileGrace and FreshMap configure the node
+	// library's reconciliation (node.Config; zero values take its defaults).
+	ReconcileInterval time.Duration
+	ReconcileGrace    time.Duration
+	FreshMap          node.FreshMapFunc
+	// Clock, when set, is the node library's clock (tests).
+	Clock node.Clock
 }
 
 // Validate reports the first missing field.
@@ -80,6 +88,7 @@ func Open(cfg Config) (*Server, error) {
 		ID: cfg.ID, Store: eng, Map: cfg.Map, StateDir: filepath.Join(cfg.DataDir, "node"),
 		NoSync: cfg.NoSync, ExportBytesPerSecond: cfg.ExportBytesPerSecond,
 		Logger: cfg.Logger, Registerer: cfg.Registerer,
+		ReconcileInterval: cfg.ReconcileInterval, ReconcileGrace: cfg.ReconcileGrace, FreshMap: cfg.FreshMap, Clock: cfg.Clock,
 	})
 	if err != nil {
 		eng.Close()

@@ -397,9 +397,13 @@ func (x *RegisterNodeResponse) GetTtl() *durationpb.Duration {
 }
 
 type HeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Session       string                 `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	NodeId  string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Session string                 `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	// Bytes the node holds that nothing in the directory explains (left
+	// copies its reconciliation has not dropped yet); unset when the node
+	// does not reconcile.
+	OrphanBytes   *int64 `protobuf:"varint,3,opt,name=orphan_bytes,json=orphanBytes,proto3,oneof" json:"orphan_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -446,6 +450,13 @@ func (x *HeartbeatRequest) GetSession() string {
 		return x.Session
 	}
 	return ""
+}
+
+func (x *HeartbeatRequest) GetOrphanBytes() int64 {
+	if x != nil && x.OrphanBytes != nil {
+		return *x.OrphanBytes
+	}
+	return 0
 }
 
 type HeartbeatResponse struct {
@@ -3295,10 +3306,12 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x18\n" +
 	"\asession\x18\x03 \x01(\tR\asession\x12H\n" +
 	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12+\n" +
-	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"E\n" +
+	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"~\n" +
 	"\x10HeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
-	"\asession\x18\x02 \x01(\tR\asession\"X\n" +
+	"\asession\x18\x02 \x01(\tR\asession\x12&\n" +
+	"\forphan_bytes\x18\x03 \x01(\x03H\x00R\vorphanBytes\x88\x01\x01B\x0f\n" +
+	"\r_orphan_bytes\"X\n" +
 	"\x11HeartbeatResponse\x12)\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x13.slotd.v1.NodeStateR\x05state\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"G\n" +
@@ -3735,6 +3748,7 @@ func file_slotdv1_admin_proto_init() {
 		return
 	}
 	file_slotdv1_map_proto_init()
+	file_slotdv1_admin_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -465,6 +465,9 @@ type NodeInfo struct {
 	LastHeartbeat *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_heartbeat,json=lastHeartbeat,proto3" json:"last_heartbeat,omitempty"`
 	// While set and in the future, a returning node stays DOWN (flap damping).
 	HoldDownUntil *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=hold_down_until,json=holdDownUntil,proto3" json:"hold_down_until,omitempty"`
+	// Orphan bytes the node reported with its last heartbeat; unset when it
+	// has no live lease or never reported any.
+	OrphanBytes   *int64 `protobuf:"varint,5,opt,name=orphan_bytes,json=orphanBytes,proto3,oneof" json:"orphan_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -525,6 +528,13 @@ func (x *NodeInfo) GetHoldDownUntil() *timestamppb.Timestamp {
 		return x.HoldDownUntil
 	}
 	return nil
+}
+
+func (x *NodeInfo) GetOrphanBytes() int64 {
+	if x != nil && x.OrphanBytes != nil {
+		return *x.OrphanBytes
+	}
+	return 0
 }
 
 type ListNodesResponse struct {
@@ -606,12 +616,14 @@ const file_slotdv1_directory_proto_rawDesc = "" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x121\n" +
 	"\tmigration\x18\x05 \x01(\v2\x13.slotd.v1.MigrationR\tmigration\"\x12\n" +
-	"\x10ListNodesRequest\"\xcb\x01\n" +
+	"\x10ListNodesRequest\"\x84\x02\n" +
 	"\bNodeInfo\x12\"\n" +
 	"\x04node\x18\x01 \x01(\v2\x0e.slotd.v1.NodeR\x04node\x12\x14\n" +
 	"\x05slots\x18\x02 \x01(\rR\x05slots\x12A\n" +
 	"\x0elast_heartbeat\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\x12B\n" +
-	"\x0fhold_down_until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rholdDownUntil\"W\n" +
+	"\x0fhold_down_until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rholdDownUntil\x12&\n" +
+	"\forphan_bytes\x18\x05 \x01(\x03H\x00R\vorphanBytes\x88\x01\x01B\x0f\n" +
+	"\r_orphan_bytes\"W\n" +
 	"\x11ListNodesResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12(\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x12.slotd.v1.NodeInfoR\x05nodes2\x90\x02\n" +
@@ -688,6 +700,7 @@ func file_slotdv1_directory_proto_init() {
 		(*LookupRequest_Key)(nil),
 		(*LookupRequest_Slot)(nil),
 	}
+	file_slotdv1_directory_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

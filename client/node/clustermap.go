@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/slots"
 )
@@ -21,7 +22,7 @@ type ClusterMap struct {
 	c    atomic.Pointer[client.Client]
 }
 
-var _ MapSource = (*ClusterMap)(nil)
+var _ WholeMap = (*ClusterMap)(nil)
 
 // NewClusterMap checks the SDK options; call Run to connect.
 func NewClusterMap(opts client.Options) (*ClusterMap, error) {
@@ -85,7 +86,7 @@ func (m *ClusterMap) Assigned() bool {
 // (ClusterMap makes and keeps its own).
 type ClientMap struct{ C *client.Client }
 
-var _ MapSource = ClientMap{}
+var _ WholeMap = ClientMap{}
 
 // Owner implements MapSource.
 func (m ClientMap) Owner(s slots.Slot) (Owner, bool) {
@@ -99,3 +100,15 @@ func (m ClientMap) Owner(s slots.Slot) (Owner, bool) {
 	}
 	return Owner{ID: r.Owner(), Addr: r.Addr(), Version: r.Version}, true
 }
+
+// Map implements WholeMap.
+func (m *ClusterMap) Map() *slotmap.Map {
+	c := m.c.Load()
+	if c == nil {
+		return nil
+	}
+	return c.Map()
+}
+
+// Map implements WholeMap.
+func (m ClientMap) Map() *slotmap.Map { return m.C.Map() }

@@ -18,6 +18,13 @@ import (
 // node's map has reached it. Drop refuses a slot this node owns (ErrOwned).
 // started is false when a drop of the slot was already running.
 func (n *Node) Drop(ctx context.Context, s slots.Slot, version uint64, bytesPerSec int64, moveID string) (started bool, err error) {
+	return n.drop(ctx, s, version, bytesPerSec, moveID, false)
+}
+
+// drop is Drop; with strict set, moveID is the import the caller saw ("" for
+// none) and any other import refuses the drop (reconciliation decided on
+// what it saw, and an import that began since is a move it knows nothing of).
+func (n *Node) drop(ctx context.Context, s slots.Slot, version uint64, bytesPerSec int64, moveID string, strict bool) (started bool, err error) {
 	o, ok := n.cfg.Map.Owner(s)
 	switch {
 	case !ok:
@@ -40,7 +47,7 @@ func (n *Node) Drop(ctx context.Context, s slots.Slot, version uint64, bytesPerS
 	n.impMu.Lock()
 	imp := n.imports[s]
 	n.impMu.Unlock()
-	if imp != nil && moveID != "" && imp.MoveID != moveID {
+	if imp != nil && (moveID != "" || strict) && imp.MoveID != moveID {
 		smu.Unlock()
 		return false, fmt.Errorf("%w: slot %d is being imported for move %s; the copy of move %s was cleared when that import began", ErrMoveMismatch, s.Int(), imp.MoveID, moveID)
 	}

@@ -9,6 +9,9 @@ type metrics struct {
 	importBytes prometheus.Counter
 	fenced      prometheus.Gauge
 	throttle    prometheus.Gauge
+
+	orphanBytes      prometheus.Gauge
+	reconcileActions *prometheus.CounterVec
 }
 
 // newMetrics registers the node's metrics on reg; a nil reg keeps them
@@ -39,9 +42,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "slotd_node_export_throttle_bytes_per_second",
 			Help: "Current export throttle; 0 means unlimited.",
 		}),
+		orphanBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "slotd_node_orphan_bytes",
+			Help: "Bytes of slots this node holds that nothing in its map explains (left copies being dropped or waiting out the reconcile grace).",
+		}),
+		reconcileActions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slotd_node_reconcile_actions_total",
+			Help: "Clean-ups started by reconciliation, by kind (drop, end_capture, forget_import, unfence).",
+		}, []string{"kind"}),
+	}
+	for _, k := range []string{actDrop, actEndCapture, actForgetImport, actUnfence} {
+		m.reconcileActions.WithLabelValues(k)
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.redirects, m.exportBytes, m.importBytes, m.fenced, m.throttle)
+		reg.MustRegister(m.writes, m.redirects, m.exportBytes, m.importBytes, m.fenced, m.throttle, m.orphanBytes, m.reconcileActions)
 	}
 	return m
 }

@@ -42,8 +42,19 @@ type Config struct {
 	// StatsWindow is the period over which writes per second are averaged
 	// (default 1m).
 	StatsWindow time.Duration
-	// Clock drives the export throttle (default: the real clock).
+	// Clock drives the export throttle and reconciliation (default: the
+	// real clock).
 	Clock Clock
+	// ReconcileInterval is how often reconciliation compares what the node
+	// holds with its map (default DefaultReconcileInterval; negative: never,
+	// ReconcileOnce only). It runs only over a WholeMap source.
+	ReconcileInterval time.Duration
+	// ReconcileGrace is how long something must stay unexplained before
+	// reconciliation cleans it up (default DefaultReconcileGrace).
+	ReconcileGrace time.Duration
+	// FreshMap, when set, is read before each clean-up to confirm it (see
+	// ReconcileOnce); without it the node's own map decides.
+	FreshMap FreshMapFunc
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 	// Registerer receives the node's metrics (default: none registered).
@@ -69,6 +80,8 @@ func (c *Config) Validate() error {
 		return errors.New("node: Config.FenceRetryAfter must not be negative")
 	case c.StatsWindow < 0:
 		return errors.New("node: Config.StatsWindow must not be negative")
+	case c.ReconcileGrace < 0:
+		return errors.New("node: Config.ReconcileGrace must not be negative")
 	}
 	return nil
 }
@@ -86,6 +99,12 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.Clock == nil {
 		d.Clock = realClock{}
+	}
+	if d.ReconcileInterval == 0 {
+		d.ReconcileInterval = DefaultReconcileInterval
+	}
+	if d.ReconcileGrace == 0 {
+		d.ReconcileGrace = DefaultReconcileGrace
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
@@ -130,6 +149,13 @@ type Node struct {
 	lastCount [slots.Count]uint64
 	lastRate  [slots.Count]float32
 
+	// recMu serialises reconciliation passes and guards findings.
+	recMu       sync.Mutex
+	findings    map[findingKey]*finding
+	orphanBytes atomic.Int64
+	// minMap is the oldest map version the node acts on (RequireMapVersion).
+	minMap atomic.Uint64
+
 	closed atomic.Bool
 }
 
@@ -167,6 +193,7 @@ func New(cfg Config) (*Node, error) {
 		dropping: drops,
 		state:    st.log,
 		dropWake: make(chan struct{}, 1),
+		findings: map[findingKey]*finding{},
 	}
 	for s := range fences {
 		n.fenced[s.Int()].Store(true)
@@ -205,8 +232,9 @@ func (n *Node) Close() error {
 // write rates — until ctx is done.
 func (n *Node) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); n.runDrops(ctx) }()
+	go func() { defer wg.Done(); n.runReconcile(ctx) }()
 	t := time.NewTicker(n.cfg.StatsWindow)
 	defer t.Stop()
 	last := time.Now()
@@ -236,7 +264,7 @@ func (n *Node) sampleRates(d time.Duration) {
 // owner checks that this node owns slot s and returns the map's answer.
 func (n *Node) owner(s slots.Slot) (Owner, error) {
 	o, ok := n.cfg.Map.Owner(s)
-	if !ok {
+	if !ok || o.Version < n.minMap.Load() {
 		return o, ErrNoMap
 	}
 	if o.ID != n.cfg.ID {

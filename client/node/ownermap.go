@@ -3,6 +3,8 @@ package node
 import (
 	"sync"
 
+	"github.com/slotd/slotd/api/slotmap"
+
 	"github.com/slotd/slotd/slots"
 )
 
@@ -31,6 +33,7 @@ type StaticMap struct {
 	version uint64
 	owner   [slots.Count]uint16 // index into nodes
 	nodes   []Owner             // Version unused here
+	moves   []slotmap.Migration
 }
 
 var _ MapSource = (*StaticMap)(nil)
@@ -84,4 +87,35 @@ func (m *StaticMap) Owner(s slots.Slot) (Owner, bool) {
 	o := m.nodes[m.owner[s.Int()]]
 	o.Version = m.version
 	return o, true
+}
+
+// SetMigrations replaces the moves in flight the map shows (for
+// reconciliation tests); it bumps the version like any change.
+func (m *StaticMap) SetMigrations(ms ...slotmap.Migration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.moves = append([]slotmap.Migration(nil), ms...)
+	m.version++
+}
+
+// Map implements WholeMap: the map at the current version, nil before the
+// first Set or when its content does not make a valid map.
+func (m *StaticMap) Map() *slotmap.Map {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if !m.loaded || len(m.nodes) == 0 {
+		return nil
+	}
+	snap := slotmap.Snapshot{Version: m.version, ClusterID: "static", Owners: make([]string, slots.Count), Migrations: m.moves}
+	for _, o := range m.nodes {
+		snap.Nodes = append(snap.Nodes, slotmap.Node{ID: o.ID, Addr: o.Addr, Weight: 1})
+	}
+	for i, idx := range m.owner {
+		snap.Owners[i] = m.nodes[idx].ID
+	}
+	mp, err := slotmap.New(snap)
+	if err != nil {
+		return nil
+	}
+	return mp
 }

@@ -26,6 +26,13 @@ type RegistrarConfig struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+	// OrphanBytes, when set, is sent with every heartbeat (Node.OrphanBytes),
+	// so that slotctl status shows what each node has left to clean up.
+	OrphanBytes func() int64
+	// OnRegistered, when set, gets the directory version of every
+	// successful registration (Node.RequireMapVersion: a node never acts on
+	// a map from before it joined).
+	OnRegistered func(version uint64)
 }
 
 // Validate reports the first missing or bad field.
@@ -116,6 +123,9 @@ func (r *Registrar) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = r.cfg.MinBackoff
+		if r.cfg.OnRegistered != nil {
+			r.cfg.OnRegistered(resp.GetVersion())
+		}
 		r.set(true, resp.GetNode().GetState(), resp.GetVersion())
 		r.lg.Info("node registered", "state", resp.GetNode().GetState().String(), "version", resp.GetVersion())
 		interval := resp.GetHeartbeatInterval().AsDuration()
@@ -140,7 +150,12 @@ func (r *Registrar) heartbeat(ctx context.Context, session string, interval time
 			return false
 		case <-t.C:
 		}
-		resp, err := r.cfg.Admin.Heartbeat(ctx, &slotdv1.HeartbeatRequest{NodeId: r.cfg.Node.GetId(), Session: session})
+		req := &slotdv1.HeartbeatRequest{NodeId: r.cfg.Node.GetId(), Session: session}
+		if r.cfg.OrphanBytes != nil {
+			b := r.cfg.OrphanBytes()
+			req.OrphanBytes = &b
+		}
+		resp, err := r.cfg.Admin.Heartbeat(ctx, req)
 		switch {
 		case err == nil:
 			r.set(true, resp.GetState(), resp.GetVersion())

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/internal/buildinfo"
@@ -58,6 +59,9 @@ type options struct {
 	exportRate int64
 	logLevel   string
 	tls        tlsOptions
+
+	reconcileInterval time.Duration
+	reconcileGrace    time.Duration
 }
 
 func (o *options) validate() error {
@@ -70,6 +74,8 @@ func (o *options) validate() error {
 		return usageError{errors.New("--slotd is empty: give slotd's address, or --standalone to own every slot without slotd")}
 	case o.exportRate < 0:
 		return usageError{errors.New("--export-rate must not be negative")}
+	case o.reconcileInterval <= 0 || o.reconcileGrace < 0:
+		return usageError{errors.New("--reconcile-interval must be positive, --reconcile-grace not negative")}
 	}
 	return o.tls.validate()
 }
@@ -133,6 +139,8 @@ TLS with --slotd-tls-ca (default --tls-ca) and a store identity:
 	f.BoolVar(&o.fsync, "fsync", true, "fsync every commit before acknowledging it")
 	f.Int64Var(&o.exportRate, "export-rate", 0, "initial export throttle in bytes/s (0: unlimited; the mover sets it per move)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.DurationVar(&o.reconcileInterval, "reconcile-interval", node.DefaultReconcileInterval, "how often the node compares what it holds with the map and cleans up what nothing explains")
+	f.DurationVar(&o.reconcileGrace, "reconcile-grace", node.DefaultReconcileGrace, "how long a left copy, capture or fence must stay unexplained before reconciliation cleans it up")
 	o.tls.bind(f)
 	flagenv.Annotate(f, envPrefix)
 	cmd.AddCommand(clientCommands()...)
@@ -211,24 +219,41 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		maps = cm
 	}
 
+	var fresh node.FreshMapFunc
+	if conn != nil {
+		rc := slotdv1.NewRecoveryClient(conn)
+		fresh = func(ctx context.Context) (*slotmap.Map, error) {
+			resp, err := rc.FreshMap(ctx, &slotdv1.FreshMapRequest{})
+			if err != nil {
+				return nil, err
+			}
+			return slotmap.FromProto(resp.GetMap())
+		}
+	}
+	srv, err := slotkv.Open(slotkv.Config{
+		ID: o.id, DataDir: o.dataDir, Map: maps, NoSync: !o.fsync,
+		ExportBytesPerSecond: o.exportRate, Logger: lg, Registerer: reg,
+		ReconcileInterval: o.reconcileInterval, ReconcileGrace: o.reconcileGrace, FreshMap: fresh,
+	})
+	if err != nil {
+		return err
+	}
+
 	var registrar *node.Registrar
 	if conn != nil {
 		registrar, err = node.NewRegistrar(node.RegistrarConfig{
 			Admin:  slotdv1.NewAdminClient(conn),
 			Node:   &slotdv1.Node{Id: o.id, Address: advertise, Zone: o.zone, Weight: o.weight},
 			Logger: lg,
+			// Every heartbeat carries what is left to clean up, and the node
+			// never acts on a map from before its registration.
+			OrphanBytes:  srv.Node().OrphanBytes,
+			OnRegistered: srv.Node().RequireMapVersion,
 		})
 		if err != nil {
+			srv.Close()
 			return err
 		}
-	}
-
-	srv, err := slotkv.Open(slotkv.Config{
-		ID: o.id, DataDir: o.dataDir, Map: maps, NoSync: !o.fsync,
-		ExportBytesPerSecond: o.exportRate, Logger: lg, Registerer: reg,
-	})
-	if err != nil {
-		return err
 	}
 	g := grpc.NewServer(serverOptions(ts, az, srv.ServerOptions())...)
 	srv.Register(g)
