@@ -20,7 +20,7 @@ import (
 	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/e2e/harness"
-	"github.com/slotd/slotd/e2e/kvclient"
+	"github.com/slotd/slotd/slotkv/kvclient"
 	"github.com/slotd/slotd/slotkv/kvpb"
 )
 

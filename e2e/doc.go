@@ -6,7 +6,7 @@
 // same etcd version as the library slotd links, no apt package or root, and
 // members that can be stopped and killed like any process), one or two
 // slotd replicas over it, and slotkv nodes; keys are loaded with `slotkv
-// load`, and an in-process SDK workload (package e2e/workload) records a
+// load`, and an in-process SDK workload (package slotkv/workload) records a
 // history while the scenario moves slots and injects its fault. Afterwards:
 //
 //   - every acknowledged write is readable with its latest value (the

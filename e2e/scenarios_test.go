@@ -12,7 +12,7 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/e2e/harness"
-	"github.com/slotd/slotd/e2e/workload"
+	"github.com/slotd/slotd/slotkv/workload"
 	"github.com/slotd/slotd/slots"
 )
 

@@ -1,28 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 
 	"github.com/slotd/slotd/client"
-	"github.com/slotd/slotd/e2e/kvclient"
+	"github.com/slotd/slotd/slotkv/kvclient"
+	"github.com/slotd/slotd/slotkv/workload"
 	"github.com/slotd/slotd/tlsconf"
 )
 
@@ -85,25 +78,6 @@ func (o *clientOptions) connect(ctx context.Context) (*kvclient.Client, func(), 
 	}
 	kv := kvclient.New(sdk, dial...)
 	return kv, func() { kv.Close(); sdk.Close() }, nil
-}
-
-// loadKey is the i-th key of a load with prefix.
-func loadKey(prefix string, i int) []byte { return []byte(prefix + ":" + strconv.Itoa(i)) }
-
-// loadValue is the deterministic value of a loaded key: SHA-256 blocks of
-// the key and a counter, cut to size, so check can verify any key without
-// remembering what load wrote.
-func loadValue(key []byte, size int) []byte {
-	out := make([]byte, 0, size+sha256.Size)
-	var ctr [8]byte
-	for n := uint64(0); len(out) < size; n++ {
-		h := sha256.New()
-		h.Write(key)
-		binary.BigEndian.PutUint64(ctr[:], n)
-		h.Write(ctr[:])
-		out = h.Sum(out)
-	}
-	return out[:size]
 }
 
 // clientCommands are slotkv's client subcommands: they reach the store
@@ -200,6 +174,11 @@ func (o *bulkOptions) validate() error {
 	return nil
 }
 
+// config maps the flags onto the workload's key set.
+func (o *bulkOptions) config(kv *kvclient.Client) workload.BulkConfig {
+	return workload.BulkConfig{KV: kv, Prefix: o.prefix, Keys: o.keys, Size: o.size, Concurrency: o.concurrency, OpTimeout: o.timeout}
+}
+
 // Summary is what load, check and traffic print (-o json emits it as is).
 type Summary struct {
 	Command   string  `json:"command"`
@@ -233,38 +212,6 @@ func (s *Summary) write(w io.Writer, output string) error {
 	return nil
 }
 
-// examples keeps the first few failure messages.
-type examples struct {
-	mu   sync.Mutex // guards list
-	list []string
-}
-
-func (e *examples) add(format string, args ...any) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.list) < 5 {
-		e.list = append(e.list, fmt.Sprintf(format, args...))
-	}
-}
-
-// forEachKey runs fn for keys 0..n-1 on c workers.
-func forEachKey(ctx context.Context, n, c int, fn func(i int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range c {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				fn(i)
-			}
-		})
-	}
-	wg.Wait()
-}
-
 func newLoadCmd(stdout io.Writer) *cobra.Command {
 	var o bulkOptions
 	cmd := &cobra.Command{
@@ -280,22 +227,12 @@ func newLoadCmd(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			defer closeKV()
-			s := &Summary{Command: "load"}
-			var ex examples
-			var errs atomic.Int64
-			start := time.Now()
-			forEachKey(cmd.Context(), o.keys, o.concurrency, func(i int) {
-				key := loadKey(o.prefix, i)
-				ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
-				defer cancel()
-				if _, err := kv.Put(ctx, key, loadValue(key, o.size)); err != nil {
-					errs.Add(1)
-					ex.add("%s: %v", key, err)
-				}
-			})
-			s.Seconds = time.Since(start).Seconds()
-			s.Ops, s.Writes, s.Errors = int64(o.keys), int64(o.keys), errs.Load()
-			s.Redirects, s.Fenced, s.Examples = kv.Redirects(), kv.Fenced(), ex.list
+			r, err := workload.Load(cmd.Context(), o.config(kv))
+			if err != nil {
+				return err
+			}
+			s := &Summary{Command: "load", Ops: int64(o.keys), Writes: r.Writes, Errors: r.Errors, Seconds: r.Elapsed.Seconds(),
+				Redirects: kv.Redirects(), Fenced: kv.Fenced(), Examples: r.Examples}
 			if err := s.write(stdout, o.output); err != nil {
 				return err
 			}
@@ -327,30 +264,12 @@ func newCheckCmd(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			defer closeKV()
-			s := &Summary{Command: "check"}
-			var ex examples
-			var errs, bad atomic.Int64
-			start := time.Now()
-			forEachKey(cmd.Context(), o.keys, o.concurrency, func(i int) {
-				key := loadKey(o.prefix, i)
-				ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
-				defer cancel()
-				val, _, found, err := kv.Get(ctx, key)
-				switch {
-				case err != nil:
-					errs.Add(1)
-					ex.add("%s: %v", key, err)
-				case !found:
-					bad.Add(1)
-					ex.add("%s: missing", key)
-				case !bytes.Equal(val, loadValue(key, o.size)):
-					bad.Add(1)
-					ex.add("%s: wrong value (%d bytes)", key, len(val))
-				}
-			})
-			s.Seconds = time.Since(start).Seconds()
-			s.Ops, s.Reads, s.Errors, s.Bad = int64(o.keys), int64(o.keys), errs.Load(), bad.Load()
-			s.Redirects, s.Fenced, s.Examples = kv.Redirects(), kv.Fenced(), ex.list
+			r, err := workload.Check(cmd.Context(), o.config(kv))
+			if err != nil {
+				return err
+			}
+			s := &Summary{Command: "check", Ops: int64(o.keys), Reads: r.Reads, Errors: r.Errors, Bad: r.Bad, Seconds: r.Elapsed.Seconds(),
+				Redirects: kv.Redirects(), Fenced: kv.Fenced(), Examples: r.Examples}
 			if err := s.write(stdout, o.output); err != nil {
 				return err
 			}
@@ -419,78 +338,13 @@ func runTraffic(ctx context.Context, o *trafficOptions, stdout io.Writer) error 
 		run, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
-	lim := rate.NewLimiter(rate.Limit(o.rate), o.concurrency)
-	var reads, writes, errs, bad atomic.Int64
-	var ex examples
-	// last[w][j] is the last value worker w had acknowledged for its key j.
-	last := make([][][]byte, o.concurrency)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for w := range o.concurrency {
-		last[w] = make([][]byte, o.writeKeys)
-		rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
-		wg.Go(func() {
-			for seq := 0; lim.Wait(run) == nil; seq++ {
-				// Each request gets its own deadline, not run's: stopping
-				// lets the requests in flight finish instead of failing them.
-				opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.timeout)
-				if o.keys > 0 && rng.Float64() < o.readsShare {
-					key := loadKey(o.prefix, rng.IntN(o.keys))
-					val, _, found, err := kv.Get(opCtx, key)
-					reads.Add(1)
-					switch {
-					case err != nil:
-						errs.Add(1)
-						ex.add("get %s: %v", key, err)
-					case !found || !bytes.Equal(val, loadValue(key, o.size)):
-						bad.Add(1)
-						ex.add("get %s: missing or wrong value", key)
-					}
-				} else {
-					j := rng.IntN(o.writeKeys)
-					key := []byte(fmt.Sprintf("%s-traffic:%d:%d", o.prefix, w, j))
-					val := []byte(fmt.Sprintf("w%d-seq%d", w, seq))
-					_, err := kv.Put(opCtx, key, val)
-					writes.Add(1)
-					if err != nil {
-						errs.Add(1)
-						ex.add("put %s: %v", key, err)
-						// Unknown outcome: either value may be there now.
-						last[w][j] = nil
-					} else {
-						last[w][j] = val
-					}
-				}
-				cancel()
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-
-	// Every acknowledged write must read back (unless a later write failed
-	// with an unknown outcome, which cleared it above).
-	for w := range last {
-		for j, want := range last[w] {
-			if want == nil {
-				continue
-			}
-			key := []byte(fmt.Sprintf("%s-traffic:%d:%d", o.prefix, w, j))
-			opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.timeout)
-			got, _, _, err := kv.Get(opCtx, key)
-			cancel()
-			if err != nil {
-				errs.Add(1)
-				ex.add("verify %s: %v", key, err)
-			} else if !bytes.Equal(got, want) {
-				bad.Add(1)
-				ex.add("lost write %s: want %q, read %q", key, want, got)
-			}
-		}
+	r, err := workload.Traffic(run, workload.TrafficConfig{BulkConfig: o.config(kv), Rate: o.rate, WriteKeys: o.writeKeys, Reads: o.readsShare})
+	if err != nil {
+		return err
 	}
 	s := &Summary{
-		Command: "traffic", Reads: reads.Load(), Writes: writes.Load(), Errors: errs.Load(), Bad: bad.Load(),
-		Redirects: kv.Redirects(), Fenced: kv.Fenced(), Seconds: elapsed.Seconds(), Examples: ex.list,
+		Command: "traffic", Reads: r.Reads, Writes: r.Writes, Errors: r.Errors, Bad: r.Bad,
+		Redirects: kv.Redirects(), Fenced: kv.Fenced(), Seconds: r.Elapsed.Seconds(), Examples: r.Examples,
 	}
 	s.Ops = s.Reads + s.Writes
 	if err := s.write(stdout, o.output); err != nil {

@@ -7,21 +7,6 @@ import (
 	"testing"
 )
 
-func TestLoadValue(t *testing.T) {
-	for _, size := range []int{1, 31, 32, 33, 100, 1000} {
-		a, b := loadValue([]byte("key:7"), size), loadValue([]byte("key:7"), size)
-		if len(a) != size || !bytes.Equal(a, b) {
-			t.Fatalf("size %d: got %d bytes, deterministic=%v", size, len(a), bytes.Equal(a, b))
-		}
-		if bytes.Equal(a, loadValue([]byte("key:8"), size)) && size >= 8 {
-			t.Fatalf("size %d: two keys share a value", size)
-		}
-	}
-	if !bytes.HasPrefix(loadValue([]byte("k"), 100), loadValue([]byte("k"), 40)) {
-		t.Fatal("a shorter value is not a prefix of a longer one: check would need the exact --size")
-	}
-}
-
 // TestClientUsage: bad flags of the client commands exit 2 before any
 // connection is tried.
 func TestClientUsage(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package linz checks a workload history (package e2e/workload) for
+// Package linz checks a workload history (package slotkv/workload) for
 // linearizability with porcupine, modelling each key as a versioned
 // register: Put sets the value and adds one to the version, CompareAndSet
 // does so only when the version is the expected one, Get returns both.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slotd/slotd/e2e/workload"
+	"github.com/slotd/slotd/slotkv/workload"
 )
 
 // TestHistoryFile checks a history an e2e run saved

@@ -7,7 +7,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/slotd/slotd/e2e/workload"
+	"github.com/slotd/slotd/slotkv/workload"
 )
 
 // state is one key's register.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/slotd/slotd/e2e/workload"
+	"github.com/slotd/slotd/slotkv/workload"
 )
 
 func put(c int, key, val string, call, ret int64, ver uint64) workload.Op {

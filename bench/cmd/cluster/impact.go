@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotd/slotd/client"
-	"github.com/slotd/slotd/e2e/kvclient"
+	"github.com/slotd/slotd/slotkv/kvclient"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -112,7 +112,7 @@ func ourClientImpact(ctx context.Context, oc *ourCluster, tag string, s slots.Sl
 	})
 	im.redirects = kv.Redirects()
 	im.detail = fmt.Sprintf("MOVED/ASK %d, FENCED retries %d, map fetches %d", kv.Redirects(), kv.Fenced(), fetches())
-	im.cmd = fmt.Sprintf("slotd SDK + kvclient (`e2e/kvclient`); move: Admin.Move (`slotctl move SLOT --to ID`), slotkv `--fsync=%v`", fsync)
+	im.cmd = fmt.Sprintf("slotd SDK + kvclient (`slotkv/kvclient`); move: Admin.Move (`slotctl move SLOT --to ID`), slotkv `--fsync=%v`", fsync)
 	return im, err
 }
 

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/slotd/slotd/client"
-	"github.com/slotd/slotd/e2e/kvclient"
+	"github.com/slotd/slotd/slotkv/kvclient"
 )
 
 // ErrInvalid is returned by Config.Validate and New.
@@ -176,21 +176,19 @@ func (w *Workload) Keys() []string {
 func (w *Workload) Run(ctx context.Context) error {
 	w.start = time.Now()
 	lim := rate.NewLimiter(rate.Limit(w.cfg.Rate), w.cfg.Clients)
-	var wg sync.WaitGroup
-	for id := range w.cfg.Clients {
-		rng := rand.New(rand.NewPCG(w.cfg.Seed, uint64(id)))
-		wg.Go(func() { w.client(ctx, id, rng, lim) })
-	}
-	wg.Wait()
+	runClients(ctx, w.cfg.Clients, lim, func(id int) func(seq int) {
+		return w.client(ctx, id, newRand(w.cfg.Seed, uint64(id)))
+	})
 	return nil
 }
 
-// client is one sequential client: one call at a time, as porcupine needs.
-func (w *Workload) client(ctx context.Context, id int, rng *rand.Rand, lim *rate.Limiter) {
+// client is one sequential client's step: one call at a time, as porcupine
+// needs.
+func (w *Workload) client(ctx context.Context, id int, rng *rand.Rand) func(seq int) {
 	// seen is the last version this client saw per key, CAS's expectation,
 	// so that some CASes succeed and some fail.
 	seen := map[string]uint64{}
-	for seq := 0; lim.Wait(ctx) == nil; seq++ {
+	return func(seq int) {
 		key := w.Key(rng.IntN(w.cfg.Keys))
 		op := Op{Client: id, Key: key}
 		switch p := rng.Float64(); {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slotd/slotd/e2e/kvclient"
+	"github.com/slotd/slotd/slotkv/kvclient"
 )
 
 func TestLostWrites(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/slotd/slotd/api/redirect"
 	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/slotkv/kvpb"
+	"github.com/slotd/slotd/slots"
 )
 
 // ErrClosed is returned by calls on a closed Client.
@@ -62,9 +63,36 @@ func (c *Client) kv(addr string) (kvpb.KVClient, error) {
 	return kvpb.NewKVClient(conn), nil
 }
 
-// do runs call against key's owner through the SDK, counting redirects.
-func (c *Client) do(ctx context.Context, key []byte, call func(ctx context.Context, kv kvpb.KVClient) error) error {
-	return c.sdk.Do(ctx, key, func(ctx context.Context, addr string, asking bool) error {
+// Error is a failed call: which key, its slot, the owner the map named for
+// it and the store the last attempt went to. It wraps the cause.
+type Error struct {
+	Op    string // "get", "put", "delete" or "cas"
+	Key   []byte
+	Slot  slots.Slot
+	Owner string // the slot's owner in the client's map; "" without a map
+	Store string // address of the store last tried; "" when none was reached
+	Err   error
+}
+
+func (e *Error) Error() string {
+	owner, store := e.Owner, e.Store
+	if owner == "" {
+		owner = "unknown"
+	}
+	if store == "" {
+		store = "none"
+	}
+	return fmt.Sprintf("kvclient: %s %q (slot %d, owner %s, store %s): %v", e.Op, e.Key, e.Slot.Int(), owner, store, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// do runs call against key's owner through the SDK, counting redirects; a
+// failure comes back as an *Error.
+func (c *Client) do(ctx context.Context, op string, key []byte, call func(ctx context.Context, kv kvpb.KVClient) error) error {
+	var tried string // the store of the last attempt
+	err := c.sdk.Do(ctx, key, func(ctx context.Context, addr string, asking bool) error {
+		tried = addr
 		kv, err := c.kv(addr)
 		if err != nil {
 			return err
@@ -80,12 +108,20 @@ func (c *Client) do(ctx context.Context, key []byte, call func(ctx context.Conte
 		}
 		return err
 	})
+	if err == nil {
+		return nil
+	}
+	e := &Error{Op: op, Key: key, Slot: slots.ForKey(key), Store: tried, Err: err}
+	if r, rerr := c.sdk.Route(key); rerr == nil {
+		e.Owner = r.Owner()
+	}
+	return e
 }
 
 // Get returns key's value and version; found is false (and version 0) when
 // the key does not exist.
 func (c *Client) Get(ctx context.Context, key []byte) (value []byte, version uint64, found bool, err error) {
-	err = c.do(ctx, key, func(ctx context.Context, kv kvpb.KVClient) error {
+	err = c.do(ctx, "get", key, func(ctx context.Context, kv kvpb.KVClient) error {
 		r, err := kv.Get(ctx, &kvpb.GetRequest{Key: key})
 		if err == nil {
 			value, version, found = r.GetValue(), r.GetVersion(), r.GetFound()
@@ -97,7 +133,7 @@ func (c *Client) Get(ctx context.Context, key []byte) (value []byte, version uin
 
 // Put stores value under key and returns the key's new version.
 func (c *Client) Put(ctx context.Context, key, value []byte) (version uint64, err error) {
-	err = c.do(ctx, key, func(ctx context.Context, kv kvpb.KVClient) error {
+	err = c.do(ctx, "put", key, func(ctx context.Context, kv kvpb.KVClient) error {
 		r, err := kv.Put(ctx, &kvpb.PutRequest{Key: key, Value: value})
 		if err == nil {
 			version = r.GetVersion()
@@ -107,10 +143,22 @@ func (c *Client) Put(ctx context.Context, key, value []byte) (version uint64, er
 	return version, err
 }
 
+// Delete removes key; deleted is false when it did not exist.
+func (c *Client) Delete(ctx context.Context, key []byte) (deleted bool, err error) {
+	err = c.do(ctx, "delete", key, func(ctx context.Context, kv kvpb.KVClient) error {
+		r, err := kv.Delete(ctx, &kvpb.DeleteRequest{Key: key})
+		if err == nil {
+			deleted = r.GetDeleted()
+		}
+		return err
+	})
+	return deleted, err
+}
+
 // CompareAndSet stores value only if key's version is expected (0: the key
 // must not exist). It returns whether it stored and the key's version now.
 func (c *Client) CompareAndSet(ctx context.Context, key []byte, expected uint64, value []byte) (swapped bool, version uint64, err error) {
-	err = c.do(ctx, key, func(ctx context.Context, kv kvpb.KVClient) error {
+	err = c.do(ctx, "cas", key, func(ctx context.Context, kv kvpb.KVClient) error {
 		r, err := kv.CompareAndSet(ctx, &kvpb.CompareAndSetRequest{Key: key, ExpectedVersion: expected, Value: value})
 		if err == nil {
 			swapped, version = r.GetSwapped(), r.GetVersion()
