@@ -11,7 +11,15 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// No test reads the config file of the person running them; tests of
+	// contexts set their own.
+	os.Setenv("SLOTCTL_CONFIG", filepath.Join(os.TempDir(), "slotctl-test-no-config", "config.json"))
+	for _, v := range []string{"SLOTCTL_CONTEXT", "SLOTCTL_ENDPOINTS", "SLOTCTL_TLS_CA", "SLOTCTL_TLS_CERT", "SLOTCTL_TLS_KEY", "SLOTCTL_TOKEN_FILE"} {
+		os.Unsetenv(v)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 var rewrite = flag.Bool("rewrite", false, "rewrite golden files in testdata/")
 

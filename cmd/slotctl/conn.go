@@ -31,13 +31,18 @@ func (c *conn) Close() error { return c.cc.Close() }
 // dial connects to --endpoints with the TLS and token flags. Nothing is
 // sent until the first call.
 func (g *globals) dial() (*conn, error) {
-	eps := g.endpointList()
+	eps, scheme, err := g.parseEndpoints(g.endpoints)
+	if err != nil {
+		return nil, err
+	}
 	if len(eps) == 0 {
 		return nil, usagef("--endpoints is empty; give slotd's host:port, e.g. --endpoints 127.0.0.1:7400")
 	}
 	var opts []grpc.DialOption
-	useTLS := g.tlsCA != "" || g.tlsCert != "" || g.tlsKey != ""
+	useTLS := scheme == "https" || g.tlsCA != "" || g.tlsCert != "" || g.tlsKey != ""
 	switch {
+	case scheme == "http" && useTLS:
+		return nil, usagef("--endpoints %s says http:// (plaintext) but TLS files are given; write https://", g.endpoints)
 	case (g.tlsCert == "") != (g.tlsKey == ""):
 		return nil, usagef("--tls-cert and --tls-key go together")
 	case g.tokenFile != "" && !useTLS:

@@ -48,9 +48,12 @@ type globals struct {
 	tlsCert   string
 	tlsKey    string
 	tokenFile string
-	stdin     io.Reader
-	stdout    io.Writer
-	stderr    io.Writer
+	// context is --context; contextName the context in use ("" for none).
+	context     string
+	contextName string
+	stdin       io.Reader
+	stdout      io.Writer
+	stderr      io.Writer
 	// tty reports whether stdout is a terminal (progress bar).
 	tty func() bool
 	// interactive reports whether a question can be asked: stdin and
@@ -63,14 +66,29 @@ type globals struct {
 // canAsk reports whether a question can be put to the operator.
 func (g *globals) canAsk() bool { return g.interactive != nil && g.interactive() }
 
-func (g *globals) endpointList() []string {
-	var out []string
-	for e := range strings.SplitSeq(g.endpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
+// parseEndpoints splits --endpoints into host:port items; scheme is
+// "https" or "http" when they were given as URLs, "" for host:port. Mixing
+// http:// and https:// is refused.
+func (g *globals) parseEndpoints(s string) (eps []string, scheme string, err error) {
+	schemes := map[string]bool{}
+	for e := range strings.SplitSeq(s, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
 		}
+		hp, sc, err := splitEndpoint(e)
+		if err != nil {
+			return nil, "", err
+		}
+		if sc != "" {
+			schemes[sc] = true
+			scheme = sc
+		}
+		eps = append(eps, hp)
 	}
-	return out
+	if len(schemes) > 1 {
+		return nil, "", usagef("--endpoints %q mixes http:// and https://", s)
+	}
+	return eps, scheme, nil
 }
 
 func newRootCmd(g *globals) *cobra.Command {
@@ -88,19 +106,16 @@ or a precondition failed; nothing changed).`,
 		Version:       buildinfo.Read().String(),
 	}
 	root.SetVersionTemplate("slotctl {{.Version}}\n")
-	defEndpoints := os.Getenv("SLOTCTL_ENDPOINTS")
-	if defEndpoints == "" {
-		defEndpoints = "127.0.0.1:7400"
-	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.endpoints, "endpoints", defEndpoints, "slotd gRPC endpoints, comma-separated (env SLOTCTL_ENDPOINTS)")
+	pf.StringVar(&g.endpoints, "endpoints", envDefault("SLOTCTL_ENDPOINTS", "127.0.0.1:7400"), "slotd gRPC endpoints, comma-separated host:port, http://host:port or https://host:port (https: TLS) (env SLOTCTL_ENDPOINTS)")
+	pf.StringVar(&g.context, "context", "", "the config file's context to use (env SLOTCTL_CONTEXT; default its current context; see slotctl config)")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "timeout of each request to slotd")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	pf.StringVar(&g.operator, "operator", defaultOperator(), "name recorded in history for changes (ignored when slotd authenticates callers)")
-	pf.StringVar(&g.tlsCA, "tls-ca", "", "CA (PEM) that verifies slotd's certificate; enables TLS")
-	pf.StringVar(&g.tlsCert, "tls-cert", "", "client certificate (PEM) with an admin role; enables TLS")
-	pf.StringVar(&g.tlsKey, "tls-key", "", "private key (PEM) for --tls-cert")
-	pf.StringVar(&g.tokenFile, "token-file", "", "file holding a bearer token with an admin role (needs TLS)")
+	pf.StringVar(&g.tlsCA, "tls-ca", os.Getenv("SLOTCTL_TLS_CA"), "CA (PEM) that verifies slotd's certificate; enables TLS (env SLOTCTL_TLS_CA)")
+	pf.StringVar(&g.tlsCert, "tls-cert", os.Getenv("SLOTCTL_TLS_CERT"), "client certificate (PEM) with an admin role; enables TLS (env SLOTCTL_TLS_CERT)")
+	pf.StringVar(&g.tlsKey, "tls-key", os.Getenv("SLOTCTL_TLS_KEY"), "private key (PEM) for --tls-cert (env SLOTCTL_TLS_KEY)")
+	pf.StringVar(&g.tokenFile, "token-file", os.Getenv("SLOTCTL_TOKEN_FILE"), "file holding a bearer token with an admin role; needs TLS (env SLOTCTL_TOKEN_FILE)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		if g.output != "table" && g.output != "json" {
 			return usagef("unknown output format %q; use -o table or -o json", g.output)
@@ -108,7 +123,10 @@ or a precondition failed; nothing changed).`,
 		if g.timeout <= 0 {
 			return usagef("--timeout must be positive, e.g. --timeout 10s")
 		}
-		return nil
+		if isConfigCommand(cmd) {
+			return nil
+		}
+		return g.applyContext(cmd)
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SetIn(g.stdin)
@@ -117,6 +135,7 @@ or a precondition failed; nothing changed).`,
 	for _, add := range commands {
 		root.AddCommand(add(g))
 	}
+	addCompletions(root, g)
 	return root
 }
 
