@@ -37,7 +37,6 @@ func TestUsageErrorsSendNothing(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"init without nodes", []string{"init"}, "give the initial nodes"},
 		{"init bad spec", []string{"init", "--node", "n1"}, `node "n1": want ID=HOST:PORT`},
 		{"init bad address", []string{"init", "--node", "n1=localhost"}, "is not host:port"},
 		{"init id with colon", []string{"init", "--node", "a:b=127.0.0.1:1"}, "must not contain ':'"},
@@ -51,7 +50,13 @@ func TestUsageErrorsSendNothing(t *testing.T) {
 		{"throttle bits", []string{"throttle", "50Mb/s"}, "looks like bits"},
 		{"throttle junk", []string{"throttle", "fast"}, "has no number"},
 		{"lookup nothing", []string{"lookup"}, "at least one KEY"},
-		{"lookup bad slot", []string{"lookup", "--slot", "-1"}, "out of range"},
+		{"lookup bad slot", []string{"lookup", "--slot", "16384"}, "out of range"},
+		{"lookup bad slot range", []string{"lookup", "--slot", "5-1"}, "reversed"},
+		{"lookup too many slots", []string{"lookup", "--slot", "0-2000"}, "more than 1024"},
+		{"endpoint with a path", []string{"--endpoints", "https://h:1/x", "status"}, "no path"},
+		{"endpoint of another scheme", []string{"--endpoints", "grpc://h:1", "status"}, "only http"},
+		{"mixed schemes", []string{"--endpoints", "http://a:1,https://b:1", "status"}, "mixes"},
+		{"unknown context", []string{"--context", "nope", "status"}, "no context"},
 		{"apply missing file", []string{"apply", "missing.json"}, "read plan file"},
 		{"apply bad file", []string{"apply", bad}, "is not a plan file"},
 		{"rollback nothing", []string{"rollback"}, "PLAN_ID or --last"},

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -23,19 +25,19 @@ type initOptions struct {
 func newInitCmd(g *globals) *cobra.Command {
 	var o initOptions
 	cmd := &cobra.Command{
-		Use:   "init --node ID=ADDR[,zone=Z][,weight=W] ...",
+		Use:   "init [--node ID=ADDR[,zone=Z][,weight=W] ...]",
 		Short: "Bootstrap the directory: assign every slot from a vnode ring over the nodes",
 		Long: `init assigns all 16,384 slots for the first time, from a vnode consistent-hash
-ring over the given nodes: the same nodes always give the same map. It refuses
+ring over the given nodes: the same nodes always give the same map. Without
+--node it takes every active node that registered itself with slotd (store
+nodes register at start), and refuses (exit 3) when none has. It refuses
 (exit 3) a cluster that is already bootstrapped; change a running cluster with
 slotctl plan and slotctl apply.`,
-		Example: `  slotctl init --node n1=127.0.0.1:7501 --node n2=127.0.0.1:7502 --node n3=127.0.0.1:7503
+		Example: `  slotctl init
+  slotctl init --node n1=127.0.0.1:7501 --node n2=127.0.0.1:7502 --node n3=127.0.0.1:7503
   slotctl init --node n1=127.0.0.1:7501,zone=a,weight=2 --node n2=127.0.0.1:7502,zone=b --vnodes 128`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(o.nodes) == 0 {
-				return usagef("give the initial nodes with --node ID=HOST:PORT (repeat it)")
-			}
 			req := &slotdv1.BootstrapRequest{Vnodes: o.vnodes, Operator: g.operator}
 			seen := map[string]bool{}
 			for _, s := range o.nodes {
@@ -50,6 +52,14 @@ slotctl plan and slotctl apply.`,
 				req.Nodes = append(req.Nodes, &slotdv1.Node{Id: n.Id, Address: n.Address, Zone: n.Zone, Weight: n.Weight})
 			}
 			return g.withConn(cmd.Context(), func(ctx context.Context, c *conn) error {
+				from := "given"
+				if len(req.Nodes) == 0 {
+					nodes, err := g.registeredNodes(ctx, c)
+					if err != nil {
+						return err
+					}
+					req.Nodes, from = nodes, "registered"
+				}
 				cctx, cancel := g.call(ctx)
 				defer cancel()
 				resp, err := c.admin.Bootstrap(cctx, req)
@@ -65,7 +75,7 @@ slotctl plan and slotctl apply.`,
 					return err
 				}
 				return g.print(out, func(w io.Writer) error {
-					fmt.Fprintf(w, "bootstrapped at version %d\n\n", out.Version)
+					fmt.Fprintf(w, "bootstrapped at version %d over the %d %s nodes\n\n", out.Version, len(req.Nodes), from)
 					t := newTable(w, "NODE", "ADDRESS", "ZONE", "WEIGHT", "SLOTS", "RANGES")
 					for _, n := range out.Nodes {
 						t.row(n.ID, n.Address, orDash(n.Zone), n.Weight, n.Slots, len(n.Ranges))
@@ -75,7 +85,36 @@ slotctl plan and slotctl apply.`,
 			})
 		},
 	}
-	cmd.Flags().StringArrayVar(&o.nodes, "node", nil, "an initial node, ID=HOST:PORT[,zone=Z][,weight=W]; repeat for each node")
+	cmd.Flags().StringArrayVar(&o.nodes, "node", nil, "an initial node, ID=HOST:PORT[,zone=Z][,weight=W]; repeat for each node (default: every active registered node)")
 	cmd.Flags().Uint32Var(&o.vnodes, "vnodes", 0, "virtual nodes per unit of weight on the ring (0: slotd's default)")
 	return cmd
+}
+
+// registeredNodes returns the active nodes that registered with slotd, for
+// an init without --node; refusedError when there are none.
+func (g *globals) registeredNodes(ctx context.Context, c *conn) ([]*slotdv1.Node, error) {
+	cctx, cancel := g.call(ctx)
+	defer cancel()
+	resp, err := c.dir.ListNodes(cctx, &slotdv1.ListNodesRequest{})
+	if err != nil {
+		return nil, err
+	}
+	var out []*slotdv1.Node
+	var skipped []string
+	for _, ni := range resp.GetNodes() {
+		n := ni.GetNode()
+		if n.GetState() != slotdv1.NodeState_NODE_STATE_ACTIVE {
+			skipped = append(skipped, n.GetId()+" ("+nodeState(n.GetState())+")")
+			continue
+		}
+		out = append(out, &slotdv1.Node{Id: n.GetId(), Address: n.GetAddress(), Zone: n.GetZone(), Weight: n.GetWeight()})
+	}
+	if len(out) == 0 {
+		msg := "no active store node has registered with slotd yet; start the nodes (they register themselves) or give --node ID=HOST:PORT"
+		if len(skipped) > 0 {
+			msg += "; not active: " + strings.Join(skipped, ", ")
+		}
+		return nil, refusedError{errors.New(msg)}
+	}
+	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/slots"
 )
 
 func init() { register(newLookupCmd) }
@@ -29,7 +30,11 @@ type lookupJSON struct {
 	Migration *migrationJSON `json:"migration"`
 }
 
-type lookupOptions struct{ slots []int }
+type lookupOptions struct{ slots []string }
+
+// maxLookupSlots bounds --slot: each slot is one request; a whole map is
+// slotctl map's job.
+const maxLookupSlots = 1024
 
 func newLookupCmd(g *globals) *cobra.Command {
 	var o lookupOptions
@@ -37,7 +42,8 @@ func newLookupCmd(g *globals) *cobra.Command {
 		Use:   "lookup [KEY...]",
 		Short: "Ask slotd for the slot, owner and address of keys or slots",
 		Example: `  slotctl lookup user:42 '{user:42}:cart'
-  slotctl lookup --slot 0 --slot 16383 -o json`,
+  slotctl lookup --slot 0 --slot 16383 -o json
+  slotctl lookup --slot 1-5,7`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && len(o.slots) == 0 {
 				return usagef("give at least one KEY or --slot N")
@@ -49,11 +55,18 @@ func newLookupCmd(g *globals) *cobra.Command {
 				}
 				reqs = append(reqs, &slotdv1.LookupRequest{Target: &slotdv1.LookupRequest_Key{Key: []byte(k)}})
 			}
-			for _, s := range o.slots {
-				if s < 0 || s > 16383 {
-					return usagef("slot %d is out of range 0-16383", s)
+			n := 0
+			for _, arg := range o.slots {
+				set, err := slots.ParseSet(arg)
+				if err != nil {
+					return usagef("--slot %q: %v (give slots and ranges, e.g. 1-5,7)", arg, err)
 				}
-				reqs = append(reqs, &slotdv1.LookupRequest{Target: &slotdv1.LookupRequest_Slot{Slot: uint32(s)}})
+				if n += set.Count(); n > maxLookupSlots {
+					return usagef("--slot names more than %d slots; see whole ranges with slotctl map", maxLookupSlots)
+				}
+				for s := range set.All() {
+					reqs = append(reqs, &slotdv1.LookupRequest{Target: &slotdv1.LookupRequest_Slot{Slot: uint32(s.Int())}})
+				}
 			}
 			return g.withConn(cmd.Context(), func(ctx context.Context, c *conn) error {
 				out := make([]lookupJSON, 0, len(reqs))
@@ -84,6 +97,6 @@ func newLookupCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().IntSliceVar(&o.slots, "slot", nil, "look up a slot number (0-16383) instead of a key; repeatable")
+	cmd.Flags().StringArrayVar(&o.slots, "slot", nil, "look up slots instead of keys: a number (0-16383), a range or a list (1-5,7); repeatable")
 	return cmd
 }

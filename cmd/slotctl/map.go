@@ -48,7 +48,10 @@ type migrationJSON struct {
 	MoveID string `json:"move_id"`
 }
 
-type mapOptions struct{ node string }
+type mapOptions struct {
+	node    string
+	summary bool
+}
 
 func newMapCmd(g *globals) *cobra.Command {
 	var o mapOptions
@@ -57,6 +60,7 @@ func newMapCmd(g *globals) *cobra.Command {
 		Short: "Show which node owns which slot ranges (like Redis' CLUSTER SLOTS)",
 		Example: `  slotctl map
   slotctl map --node n1
+  slotctl map --summary
   slotctl map -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -71,11 +75,16 @@ func newMapCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("slotd sent a map slotctl cannot read: %w", err)
 				}
+				if o.summary {
+					return g.printMapSummary(m)
+				}
 				return g.printMap(m, o.node)
 			})
 		},
 	}
 	cmd.Flags().StringVar(&o.node, "node", "", "show only this node's slots")
+	cmd.Flags().BoolVar(&o.summary, "summary", false, "one line per node: slots, share, number of ranges")
+	cmd.MarkFlagsMutuallyExclusive("node", "summary")
 	return cmd
 }
 

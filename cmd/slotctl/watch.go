@@ -24,7 +24,7 @@ func init() { register(newWatchCmd) }
 // watchJSON is one line of `slotctl watch -o json` (JSON lines, one object
 // per map version as it arrives):
 //
-//	{"version": 13, "from_version": 12, "full": false,
+//	{"time": "2026-01-02T03:04:05.123Z", "version": 13, "from_version": 12, "full": false,
 //	 "slots": [{"slot": 17, "from": "n1", "to": "n4"}],
 //	 "nodes": [{"id": "n4", "address": "127.0.0.1:7504", "zone": "", "weight": 1, "state": "active"}],
 //	 "removed_nodes": [], "migrations": [{"slot": 18, "from": "n1", "to": "n4", "phase": "copying", "move_id": "..."}]}
@@ -33,7 +33,11 @@ func init() { register(newWatchCmd) }
 // no slots). After a reconnect slotd may send a full map again; slots then
 // lists what changed since the last version seen. nodes holds the nodes
 // added or changed; migrations is the complete set of moves in flight.
+// time is when slotctl received the version (UTC, milliseconds). With
+// --node or --slot, each list keeps what concerns them only, and a version
+// where nothing of theirs changed is not printed (the first, full map is).
 type watchJSON struct {
+	Time         string          `json:"time"`
 	Version      uint64          `json:"version"`
 	FromVersion  uint64          `json:"from_version"`
 	Full         bool            `json:"full"`
@@ -49,7 +53,12 @@ type slotMoveJSON struct {
 	To   string `json:"to"`
 }
 
-type watchOptions struct{ count int }
+type watchOptions struct {
+	count      int
+	timestamps bool
+	filter     watchFilter
+	node, slot string
+}
 
 func newWatchCmd(g *globals) *cobra.Command {
 	var o watchOptions
@@ -59,16 +68,29 @@ func newWatchCmd(g *globals) *cobra.Command {
 		Long: `watch follows slotd's map stream and prints one line per directory version:
 slots that changed owner, nodes added, changed or removed, moves in flight. It
 reconnects (from the last version seen) when slotd goes away, and ends with
-Ctrl-C (exit 0) or after --count versions.`,
+Ctrl-C (exit 0) or after --count versions printed. Each line starts with the
+time it arrived (--timestamps=false leaves it out). --node and --slot keep
+what concerns one node or some slots, and skip versions that change nothing
+of theirs.`,
 		Example: `  slotctl watch
+  slotctl watch --node n4
+  slotctl watch --slot 0-99,512
   slotctl watch -o json --count 5`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.count < 0 {
 				return usagef("--count must not be negative")
 			}
+			o.filter.node = o.node
+			if o.slot != "" {
+				set, err := slots.ParseSet(o.slot)
+				if err != nil {
+					return usagef("--slot %q: %v (give slots and ranges, e.g. 1-5,7)", o.slot, err)
+				}
+				o.filter.slots = &set
+			}
 			return g.withConn(cmd.Context(), func(ctx context.Context, c *conn) error {
-				err := g.watch(ctx, c, o.count)
+				err := g.watch(ctx, c, &o)
 				if ctx.Err() != nil {
 					return nil // Ctrl-C is how watch ends
 				}
@@ -76,13 +98,17 @@ Ctrl-C (exit 0) or after --count versions.`,
 			})
 		},
 	}
-	cmd.Flags().IntVar(&o.count, "count", 0, "stop after this many versions (0: until Ctrl-C)")
+	cmd.Flags().IntVar(&o.count, "count", 0, "stop after this many versions printed (0: until Ctrl-C)")
+	cmd.Flags().BoolVar(&o.timestamps, "timestamps", true, "start each line with the time it arrived (UTC); JSON always has \"time\"")
+	cmd.Flags().StringVar(&o.node, "node", "", "only changes of this node: its slots gained or lost, the node itself, its moves")
+	cmd.Flags().StringVar(&o.slot, "slot", "", "only changes of these slots (1-5,7): owners and moves")
 	return cmd
 }
 
-func (g *globals) watch(ctx context.Context, c *conn, count int) error {
+func (g *globals) watch(ctx context.Context, c *conn, o *watchOptions) error {
 	var cur *slotmap.Map
 	seen := 0
+	lastMoves := ""
 	backoff := 100 * time.Millisecond
 	for {
 		var known uint64
@@ -100,10 +126,15 @@ func (g *globals) watch(ctx context.Context, c *conn, count int) error {
 			if cur, ev, err = applyWatch(cur, resp); err != nil {
 				return err
 			}
-			if err = g.printWatch(ev); err != nil {
+			ev.Time = time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00")
+			var show bool
+			if show, lastMoves = o.filter.keep(&ev, lastMoves); !show {
+				continue
+			}
+			if err = g.printWatch(ev, o.timestamps); err != nil {
 				return err
 			}
-			if seen++; count > 0 && seen >= count {
+			if seen++; o.count > 0 && seen >= o.count {
 				return nil
 			}
 		}
@@ -171,7 +202,7 @@ func describeDelta(ev *watchJSON, prev *slotmap.Map, d *slotdv1.MapDelta) {
 	ev.RemovedNodes = append(ev.RemovedNodes, d.GetRemovedNodes()...)
 }
 
-func (g *globals) printWatch(ev watchJSON) error {
+func (g *globals) printWatch(ev watchJSON, timestamps bool) error {
 	if g.output == "json" {
 		b, err := json.Marshal(ev)
 		if err != nil {
@@ -212,6 +243,48 @@ func (g *globals) printWatch(ev watchJSON) error {
 	if len(parts) == 0 {
 		parts = append(parts, "no owner change")
 	}
-	_, err := fmt.Fprintf(g.stdout, "version %d: %s\n", ev.Version, strings.Join(parts, "; "))
+	prefix := ""
+	if timestamps {
+		prefix = ev.Time + " "
+	}
+	_, err := fmt.Fprintf(g.stdout, "%sversion %d: %s\n", prefix, ev.Version, strings.Join(parts, "; "))
 	return err
+}
+
+// watchFilter is --node and --slot: what of a version concerns them.
+type watchFilter struct {
+	node  string
+	slots *slots.Set
+}
+
+func (f watchFilter) on() bool { return f.node != "" || f.slots != nil }
+
+func (f watchFilter) slot(s int, from, to string) bool {
+	if f.slots != nil && !f.slots.Contains(slots.MustNew(s)) {
+		return false
+	}
+	return f.node == "" || from == f.node || to == f.node
+}
+
+// keep narrows ev to what the filter concerns and says whether to print
+// it: the first full map always, later versions when a slot or node of
+// theirs changed or their moves in flight did (lastMoves is what they were
+// at the last version printed; keep returns the new value).
+func (f watchFilter) keep(ev *watchJSON, lastMoves string) (bool, string) {
+	if !f.on() {
+		return true, lastMoves
+	}
+	ev.Slots = slices.DeleteFunc(ev.Slots, func(s slotMoveJSON) bool { return !f.slot(s.Slot, s.From, s.To) })
+	ev.Migrations = slices.DeleteFunc(ev.Migrations, func(m migrationJSON) bool { return !f.slot(m.Slot, m.From, m.To) })
+	first := ev.Full && ev.FromVersion == 0
+	if !first {
+		ev.Nodes = slices.DeleteFunc(ev.Nodes, func(n nodeJSON) bool { return f.slots != nil || n.ID != f.node })
+		ev.RemovedNodes = slices.DeleteFunc(ev.RemovedNodes, func(id string) bool { return f.slots != nil || id != f.node })
+	}
+	moves := fmt.Sprint(ev.Migrations)
+	changed := first || len(ev.Slots) > 0 || len(ev.Nodes) > 0 || len(ev.RemovedNodes) > 0 || moves != lastMoves
+	if !changed {
+		return false, lastMoves
+	}
+	return true, moves
 }
