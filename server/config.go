@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/slotd/slotd/auth"
@@ -26,6 +27,10 @@ type Config struct {
 	// EtcdEndpoints names an existing etcd cluster (--etcd-endpoints); no
 	// embedded etcd then.
 	EtcdEndpoints []string
+	// EtcdPrefix is the key prefix of this cluster's directory in etcd
+	// (--etcd-prefix, default directory.DefaultPrefix): several clusters
+	// can share one etcd under disjoint prefixes.
+	EtcdPrefix string
 	// EtcdClientURL and EtcdPeerURL are the embedded etcd's listeners
 	// (--etcd-client-url, --etcd-peer-url), "host:port" or URLs.
 	EtcdClientURL, EtcdPeerURL string
@@ -91,6 +96,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		DataDir:         "slotd-data",
+		EtcdPrefix:      directory.DefaultPrefix,
 		EtcdClientURL:   "127.0.0.1:7479",
 		EtcdPeerURL:     "127.0.0.1:7480",
 		Listen:          "127.0.0.1:7400",
@@ -131,6 +137,8 @@ func (c *Config) Validate() error {
 		msg = "the embedded etcd serves TLS with --etcd-tls-cert and --etcd-tls-key (a server and client certificate, like certs/server.pem); --etcd-tls-ca alone is not enough"
 	case c.RequestTimeout <= 0 || c.DownAfter <= 0 || c.HoldDown < 0 || c.ShutdownTimeout <= 0:
 		msg = "--request-timeout, --down-after and --shutdown-timeout must be positive, --hold-down not negative"
+	case c.EtcdPrefix != "" && directory.ValidatePrefix(c.EtcdPrefix) != nil:
+		msg = "--etcd-prefix: " + strings.TrimPrefix(directory.ValidatePrefix(c.EtcdPrefix).Error(), directory.ErrInvalid.Error()+": ")
 	case c.MaxRecvBytes < 0:
 		msg = "--max-recv-bytes must not be negative"
 	case c.MoveParallelism < 1 || c.MoveParallelism > mover.MaxParallelism:

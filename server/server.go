@@ -122,7 +122,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 
 	s.dir, err = directory.New(directory.Config{
-		Client: s.cli, Logger: lg, Registerer: s.reg,
+		Client: s.cli, Prefix: cfg.EtcdPrefix, Logger: lg, Registerer: s.reg,
 		RequestTimeout: cfg.RequestTimeout, DownAfter: cfg.DownAfter, HoldDown: cfg.HoldDown,
 	})
 	if err != nil {
@@ -131,7 +131,19 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := applyMigrations(ctx, s.dir, lg); err != nil {
 		return nil, err
 	}
-	if s.clusterID, err = etcdClusterID(ctx, s.cli, cfg.RequestTimeout); err != nil {
+	etcdID, err := etcdClusterID(ctx, s.cli, cfg.RequestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	// The cluster id is stored in the directory the first time: the etcd
+	// cluster's id under the default prefix (what maps always carried),
+	// with the prefix appended under any other, so that two clusters on
+	// one etcd never pass for each other; a restore keeps the saved one.
+	proposed := etcdID
+	if p := s.dir.Prefix(); p != directory.DefaultPrefix {
+		proposed += p
+	}
+	if s.clusterID, err = s.dir.ClusterID(ctx, proposed); err != nil {
 		return nil, err
 	}
 

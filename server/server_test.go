@@ -32,6 +32,9 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"negative hold-down", func(c *Config) { c.HoldDown = -time.Second }, "--hold-down"},
 		{"negative max recv", func(c *Config) { c.MaxRecvBytes = -1 }, "--max-recv-bytes"},
 		{"parallelism 0", func(c *Config) { c.MoveParallelism = 0 }, "--move-parallelism 0"},
+		{"prefix without its slashes", func(c *Config) { c.EtcdPrefix = "slotd" }, "--etcd-prefix"},
+		{"prefix with an empty segment", func(c *Config) { c.EtcdPrefix = "/a//b/" }, "--etcd-prefix"},
+		{"another prefix", func(c *Config) { c.EtcdPrefix = "/clusters/eu-1/" }, ""},
 		{"CA without certificate", func(c *Config) { c.TLSCA = "ca.pem" }, "--tls-ca and --client-auth need --tls-cert"},
 	}
 	for _, tc := range tests {

@@ -156,6 +156,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad log level", nil, []string{"--log-level", "loud", "--listen", "127.0.0.1:0", "--http", ""}, "--log-level"},
 		{"bad env value", map[string]string{"SLOTD_SHUTDOWN_TIMEOUT": "soon"}, nil, "SLOTD_SHUTDOWN_TIMEOUT"},
 		{"token without tls", nil, []string{"--token-file", "x"}, "--token-file needs --tls-cert"},
+		{"bad etcd prefix", nil, []string{"--etcd-prefix", "/a b/"}, "--etcd-prefix"},
 		{"embedded etcd TLS with only a CA", nil, []string{"--etcd-tls-ca", "x"}, "--etcd-tls-cert"},
 		{"etcd member without name", nil, []string{"etcd", "--data-dir", "x"}, "--name and --data-dir"},
 		{"etcd member with a CA alone", nil, []string{"etcd", "--name", "e1", "--data-dir", "x", "--tls-ca", "ca.pem"}, "--tls-cert and --tls-key go together"},

@@ -49,6 +49,7 @@ Every flag is also an environment variable: --data-dir is SLOTD_DATA_DIR.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "the embedded etcd's data directory")
 	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "existing etcd cluster, comma-separated URLs; no embedded etcd then")
+	f.StringVar(&cfg.EtcdPrefix, "etcd-prefix", cfg.EtcdPrefix, "key prefix of this cluster's directory in etcd (/name/ ...); clusters sharing one etcd need disjoint prefixes")
 	f.StringVar(&cfg.EtcdClientURL, "etcd-client-url", cfg.EtcdClientURL, "the embedded etcd's client URL")
 	f.StringVar(&cfg.EtcdPeerURL, "etcd-peer-url", cfg.EtcdPeerURL, "the embedded etcd's peer URL")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")

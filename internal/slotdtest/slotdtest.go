@@ -27,7 +27,8 @@ import (
 // Slotd is a running in-process slotd.
 type Slotd struct {
 	*server.Server
-	etcd *etcdtest.Cluster
+	etcd   *etcdtest.Cluster
+	prefix string
 }
 
 // Start runs slotd over a fresh etcd until the test ends. Its defaults:
@@ -36,7 +37,13 @@ type Slotd struct {
 // TuneMover, a Logger...). A failure to start fails the test.
 func Start(t testing.TB, edits ...func(*server.Config)) *Slotd {
 	t.Helper()
-	e := etcdtest.New(t)
+	return StartOn(t, etcdtest.New(t), edits...)
+}
+
+// StartOn is Start over an etcd the test already runs (several slotds, or
+// several clusters under different prefixes, on one etcd).
+func StartOn(t testing.TB, e *etcdtest.Cluster, edits ...func(*server.Config)) *Slotd {
+	t.Helper()
 	cfg := server.DefaultConfig()
 	cfg.EtcdEndpoints = e.Endpoints()
 	cfg.Listen = "127.0.0.1:0"
@@ -61,7 +68,7 @@ func Start(t testing.TB, edits ...func(*server.Config)) *Slotd {
 		}
 		srv.Close()
 	})
-	return &Slotd{Server: srv, etcd: e}
+	return &Slotd{Server: srv, etcd: e, prefix: cfg.EtcdPrefix}
 }
 
 // Addr is the gRPC address.
@@ -74,7 +81,7 @@ func (s *Slotd) Etcd() *etcdtest.Cluster { return s.etcd }
 // for tests that check what slotd stored.
 func (s *Slotd) Directory(t testing.TB) *directory.Directory {
 	t.Helper()
-	d, err := directory.New(directory.Config{Client: s.etcd.NewClient(t)})
+	d, err := directory.New(directory.Config{Client: s.etcd.NewClient(t), Prefix: s.prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
