@@ -20,6 +20,44 @@
 //     donor and recipient when another is left, so no node carries a long
 //     run of consecutive moves.
 //
+// What a plan balances is Input.BalanceBy: slots (the rules above), or
+// measured load from the nodes' reports (Input.Loads):
+//
+//   - A node's fair share of a dimension is its weight over the weight of
+//     the active nodes with known load (a node that reported, or owns
+//     nothing); its ratio is its load over its share of the total. 1.0 is
+//     exactly its share.
+//   - bytes balances the bytes held, ops the requests per second (reads +
+//     writes). auto (the default) balances both: a node is inside the band
+//     only when both its bytes and its ops ratios are; the plan first
+//     reduces the bytes imbalance (every move checked in ops too, and a
+//     recipient's ops kept within half the band of its bytes), then both.
+//     With no report from any node, auto balances slot counts and says so,
+//     while bytes and ops are refused (ErrNoLoad).
+//   - Dead band: no plan while every node is within Tolerance (10%) of its
+//     share ("balanced within 10%: nothing to do"); once one is not, the
+//     plan aims at half the band so the next report does not find it at the
+//     edge. The imbalance is the sum over nodes and balanced dimensions of
+//     the squared distance of each ratio outside that aim.
+//   - Draining nodes empty first (never cut by the budget), each slot,
+//     heaviest first, to the node where it adds the least imbalance.
+//   - Then, one move at a time, the move of the largest imbalance reduction
+//     per byte copied, with a fixed cost per move of max(4 KiB, the mean
+//     slot size); a swap of two slots when no single move helps. A move is
+//     allowed only if the recipient ends, in every balanced dimension, at or
+//     below the larger of the band's top and the donor's new ratio: no move
+//     makes the most loaded node worse. A slot moves at most once per plan.
+//   - Churn budget: MaxBytes and MaxMoves stop the plan ("stopped at the
+//     budget").
+//   - Unknown nodes (active, no report) neither give nor take; the plan
+//     names them. Down nodes never give (a move copies from its source):
+//     their slots are listed as Blocked, in every mode.
+//   - Hot spots: a slot whose load alone exceeds the band of the largest
+//     node stays; its node keeps only it (its other loaded slots leave) and
+//     takes nothing; the plan names slot, node, dimension, share and the hash
+//     tag its hot keys share. The others are balanced over what is left.
+//   - Every move carries a reason in words.
+//
 // Usage:
 //
 //	p, err := planner.Compute(planner.Input{Version: v, Owners: owners, Nodes: nodes})

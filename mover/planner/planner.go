@@ -98,6 +98,16 @@ type NodeChange struct {
 	TargetSlots int   `json:"target_slots"`
 	BytesBefore int64 `json:"bytes_before"`
 	BytesAfter  int64 `json:"bytes_after"`
+	// LoadKnown says whether the node's measured load is known (it reported,
+	// or owns nothing). The load and ratio fields are zero when it is not.
+	LoadKnown  bool `json:"load_known"`
+	LoadBefore Load `json:"load_before"`
+	LoadAfter  Load `json:"load_after"`
+	// RatioBefore and RatioAfter are load over the node's fair share
+	// (weight over the weight of the active nodes with known load) of the
+	// total; 1 is exactly its share. Zero for a node that is not active.
+	RatioBefore Load `json:"ratio_before"`
+	RatioAfter  Load `json:"ratio_after"`
 }
 
 // Plan is an ordered list of single-slot moves computed at one directory
@@ -109,6 +119,20 @@ type Plan struct {
 	Nodes       []NodeChange  `json:"nodes"`
 	TotalBytes  int64         `json:"total_bytes"`
 	Estimate    time.Duration `json:"estimate_ns"`
+	// BalanceBy is what the plan balanced (auto falls back to slots when no
+	// node has reported load) and Tolerance its dead band.
+	BalanceBy BalanceBy `json:"balance_by,omitempty"`
+	Tolerance float64   `json:"tolerance,omitempty"`
+	// Note says why the plan ends where it does, in words: "balanced within
+	// 10%: nothing to do", "stopped at the budget", ...
+	Note string `json:"note,omitempty"`
+	// Unknown names the nodes whose load is unknown: they neither gave nor
+	// took in a load plan.
+	Unknown []string `json:"unknown,omitempty"`
+	// HotSpots names the slots moving cannot fix.
+	HotSpots []HotSpot `json:"hot_spots,omitempty"`
+	// Blocked lists the slots no move may take: their owner is down.
+	Blocked []Blocked `json:"blocked,omitempty"`
 }
 
 // Compute returns the plan that takes in.Owners to weight-proportional
@@ -123,6 +147,47 @@ func Compute(in Input) (*Plan, error) {
 	for i, n := range nodes {
 		index[n.ID] = i
 	}
+	mode := in.BalanceBy
+	if mode == "" {
+		mode = BalanceAuto
+	}
+	if mode != BalanceSlots {
+		reported := false
+		for _, n := range nodes {
+			if _, ok := in.Loads[n.ID]; ok && n.State != StateDown {
+				reported = true
+			}
+		}
+		switch {
+		case reported:
+			p, err := computeLoad(in, nodes, index, mode)
+			if err != nil {
+				return nil, err
+			}
+			fillTargets(p, nodes)
+			return p, nil
+		case mode != BalanceAuto:
+			return nil, fmt.Errorf("%w: --balance-by %s needs load reports and no node has sent one yet; wait for reports or plan with --balance-by slots", ErrNoLoad, mode)
+		}
+	}
+	return computeCounts(in, nodes, index, mode)
+}
+
+// fillTargets sets each node's slot target for the preview.
+func fillTargets(p *Plan, nodes []Node) {
+	cur := make([]int, len(nodes))
+	for i := range p.Nodes {
+		cur[i] = p.Nodes[i].SlotsBefore
+	}
+	t := Targets(nodes, cur)
+	for i := range p.Nodes {
+		p.Nodes[i].TargetSlots = t[i]
+	}
+}
+
+// computeCounts balances slot counts (mode is slots, or auto with no load
+// report). nodes are in id order.
+func computeCounts(in Input, nodes []Node, index map[string]int, mode BalanceBy) (*Plan, error) {
 
 	// Count what each node holds, and the slots each could give, cheapest first.
 	current := make([]int, len(nodes))
@@ -132,7 +197,7 @@ func Compute(in Input) (*Plan, error) {
 		i := index[owner]
 		current[i]++
 		bytesOf[i] += slotBytes(in, s)
-		if in.Busy == nil || !in.Busy.Contains(slots.MustNew(s)) {
+		if (in.Busy == nil || !in.Busy.Contains(slots.MustNew(s))) && nodes[i].State != StateDown {
 			movable[i] = append(movable[i], s)
 		}
 	}
@@ -157,7 +222,12 @@ func Compute(in Input) (*Plan, error) {
 	heap.Init(&donors)
 	heap.Init(&recipients)
 
-	p := &Plan{BaseVersion: in.Version}
+	p := &Plan{BaseVersion: in.Version, BalanceBy: BalanceSlots}
+	if mode != BalanceSlots {
+		p.Note = "no load report yet: balanced slot counts"
+	}
+	p.Blocked = blockedSlots(in, nodes, index)
+	var spent int64
 	after := slices.Clone(current)
 	bytesAfter := slices.Clone(bytesOf)
 	next := make([]int, len(nodes)) // next movable index per donor
@@ -168,6 +238,13 @@ func Compute(in Input) (*Plan, error) {
 		s := movable[d.node][next[d.node]]
 		next[d.node]++
 		b := slotBytes(in, s)
+		if nodes[d.node].State != StateDraining && ((in.MaxMoves > 0 && len(p.Moves) >= in.MaxMoves) || (in.MaxBytes > 0 && spent+b > in.MaxBytes)) {
+			p.Note = "stopped at the budget"
+			donors.putBack(d)
+			recipients.putBack(r)
+			continue
+		}
+		spent += b
 		p.Moves = append(p.Moves, Move{
 			Slot:   s,
 			From:   nodes[d.node].ID,
@@ -313,18 +390,47 @@ func Targets(nodes []Node, current []int) []int {
 	return out
 }
 
+// blockedSlots lists the slots of down nodes, which no move may take.
+func blockedSlots(in Input, nodes []Node, index map[string]int) []Blocked {
+	var out []Blocked
+	sets := map[int]*slots.Set{}
+	for s, o := range in.Owners {
+		i := index[o]
+		if nodes[i].State != StateDown {
+			continue
+		}
+		if sets[i] == nil {
+			sets[i] = &slots.Set{}
+		}
+		sets[i].Add(slots.MustNew(s))
+	}
+	for i, n := range nodes {
+		if set := sets[i]; set != nil {
+			out = append(out, Blocked{Node: n.ID, Slots: set.String(), Count: set.Count(),
+				Reason: fmt.Sprintf("%s is down: a move copies from the owner, so its slots stay until it returns", n.ID)})
+		}
+	}
+	return out
+}
+
 // targets returns each node's slot target: weight-proportional over active
 // nodes, by largest remainder. Ties in the remainder go to the node holding
 // more slots now (fewer moves), then to the smaller id (nodes must be in
-// id order).
+// id order). A down node keeps what it holds (no move may copy from it);
+// the active nodes share the rest.
 func targets(nodes []Node, current []int) ([]int, error) {
 	var total int64
-	for _, n := range nodes {
-		if n.State == StateActive {
+	count := slots.Count
+	target := make([]int, len(nodes))
+	for i, n := range nodes {
+		switch n.State {
+		case StateActive:
 			total += int64(n.Weight)
+		case StateDown:
+			target[i] = current[i]
+			count -= current[i]
 		}
 	}
-	target := make([]int, len(nodes))
 	type rem struct {
 		i int
 		r int64
@@ -335,7 +441,7 @@ func targets(nodes []Node, current []int) ([]int, error) {
 		if n.State != StateActive {
 			continue
 		}
-		share := int64(slots.Count) * int64(n.Weight)
+		share := int64(count) * int64(n.Weight)
 		target[i] = int(share / total)
 		given += target[i]
 		rems = append(rems, rem{i, share % total})
@@ -346,7 +452,7 @@ func targets(nodes []Node, current []int) ([]int, error) {
 		}
 		return cmp.Compare(current[b.i], current[a.i])
 	})
-	for k := 0; given < slots.Count; k++ {
+	for k := 0; given < count; k++ {
 		target[rems[k].i]++
 		given++
 	}
@@ -416,8 +522,8 @@ func (w *work) putBack(t *task) {
 }
 
 // Check reports whether the moves of p not yet done still fit the table in
-// cur: each move's source still owns its slot and its target is still an
-// active node. done is the number of moves of p already carried out. The
+// cur: each move's source still owns its slot and is not down (a move copies
+// from its source), and its target is still an active node. done is the number of moves of p already carried out. The
 // error says what changed, so an operator knows to re-plan.
 func Check(p *Plan, done int, cur Input) error {
 	if len(cur.Owners) != slots.Count {
@@ -436,6 +542,9 @@ func Check(p *Plan, done int, cur Input) error {
 		}
 		if cur.Busy != nil && cur.Busy.Contains(slots.MustNew(m.Slot)) {
 			return fmt.Errorf("%w: plan %s moves slot %d, which has another move in flight; wait for it or cancel it", ErrStale, p.ID, m.Slot)
+		}
+		if state[m.From] == StateDown {
+			return fmt.Errorf("%w: plan %s moves slot %d from %s, which is down: a move copies from its source; wait for %s to return or run the plan again", ErrStale, p.ID, m.Slot, m.From, m.From)
 		}
 		switch st, ok := state[m.To]; {
 		case !ok:

@@ -67,7 +67,12 @@ func checkPlan(t *testing.T, in Input, p *Plan) {
 	for _, o := range owners {
 		count[o]++
 	}
-	var totalW int
+	var totalW, downSlots int
+	for _, c := range p.Nodes {
+		if c.State == StateDown {
+			downSlots += c.SlotsBefore
+		}
+	}
 	for _, n := range in.Nodes {
 		if n.State == StateActive {
 			totalW += n.Weight
@@ -78,8 +83,11 @@ func checkPlan(t *testing.T, in Input, p *Plan) {
 			t.Fatalf("node %s: plan says %d after, applying it gives %d", c.ID, c.SlotsAfter, count[c.ID])
 		}
 		exact := 0.0
-		if c.State == StateActive {
-			exact = float64(slots.Count) * float64(c.Weight) / float64(totalW)
+		switch c.State {
+		case StateActive:
+			exact = float64(slots.Count-downSlots) * float64(c.Weight) / float64(totalW)
+		case StateDown:
+			exact = float64(c.SlotsBefore) // no move copies from a down node
 		}
 		if math.Abs(float64(c.SlotsAfter)-exact) >= 1 {
 			t.Fatalf("node %s: %d slots after, exact share %.3f", c.ID, c.SlotsAfter, exact)
@@ -114,7 +122,7 @@ func TestCompute(t *testing.T) {
 		{"add a fourth node", Input{Owners: abc, Nodes: active("a", "b", "c", "d")}, 4096},
 		{"drain one of three", Input{Owners: abc, Nodes: drainB}, 5461},
 		{"weight 2 on c", Input{Owners: abc, Nodes: weighted}, 2731},
-		{"down node emptied, new node filled", Input{Owners: abc, Nodes: downC}, 5461},
+		{"down node keeps its slots, new node filled", Input{Owners: abc, Nodes: downC}, 3641},
 		{"busy slots skipped", Input{Owners: abc, Nodes: active("a", "b", "c", "d"), Busy: busy}, 4096},
 		{"one node to sixteen", Input{Owners: evenOwners("a"), Nodes: active("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p")}, 15360},
 	}
@@ -268,9 +276,13 @@ func TestScenarios(t *testing.T) {
 			in := parseScenario(t, input)
 			p, err := Compute(in)
 			var got string
-			if err != nil {
+			switch {
+			case err != nil:
 				got = "error: " + err.Error() + "\n"
-			} else {
+			case p.BalanceBy != BalanceSlots:
+				checkLoadPlan(t, in, p)
+				got = summarizeLoad(p)
+			default:
 				checkPlan(t, in, p)
 				got = summarize(p)
 			}
@@ -337,9 +349,13 @@ func parseScenario(t *testing.T, text string) Input {
 			set := mustSet(t, f[1])
 			in.Busy = &set
 		default:
+			if parseLoadLine(t, &in, f) {
+				continue
+			}
 			t.Fatalf("unknown scenario line %q", line)
 		}
 	}
+	finishLoads(&in)
 	return in
 }
 
@@ -364,6 +380,12 @@ func summarize(p *Plan) string {
 	}
 	for _, m := range p.Moves[:min(6, len(p.Moves))] {
 		fmt.Fprintf(&b, "move %d %s -> %s %dB: %s\n", m.Slot, m.From, m.To, m.Bytes, m.Reason)
+	}
+	if p.Note != "" {
+		fmt.Fprintf(&b, "note: %s\n", p.Note)
+	}
+	for _, x := range p.Blocked {
+		fmt.Fprintf(&b, "blocked %s %d slots %s: %s\n", x.Node, x.Count, x.Slots, x.Reason)
 	}
 	return b.String()
 }
