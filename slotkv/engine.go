@@ -306,3 +306,40 @@ func (e *Engine) SlotsWithData(ctx context.Context) (slots.Set, error) {
 	}
 	return set, nil
 }
+
+var _ node.SlotSizer = (*Engine)(nil)
+
+// SlotSizes implements node.SlotSizer: one pass over the data file, in one
+// read transaction, calling fn for each slot holding keys.
+func (e *Engine) SlotSizes(ctx context.Context, fn func(s slots.Slot, keys, bytes int64)) error {
+	err := e.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(dataBucket).Cursor()
+		cur, keys, size := -1, int64(0), int64(0)
+		flush := func() {
+			if cur >= 0 && keys > 0 {
+				fn(slots.MustNew(cur), keys, size)
+			}
+		}
+		n := 0
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if len(k) < 2 || binary.BigEndian.Uint16(k) >= slots.Count {
+				continue // not a data key (none are written so)
+			}
+			if s := int(binary.BigEndian.Uint16(k)); s != cur {
+				flush()
+				cur, keys, size = s, 0, 0
+			}
+			keys++
+			size += int64(len(k) - 2 + len(v))
+			if n++; n%4096 == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		flush()
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("slotkv: slot sizes: %w", err)
+	}
+	return nil
+}

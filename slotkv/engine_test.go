@@ -2,6 +2,7 @@ package slotkv
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -48,5 +49,46 @@ func TestPageSize(t *testing.T) {
 				t.Fatalf("Get after reopen: %q, %v", raw, err)
 			}
 		})
+	}
+}
+
+// TestSlotSizesOnePass: SlotSizes reports every slot holding keys, with
+// the counts SlotSize gives slot by slot, and nothing for empty slots.
+func TestSlotSizesOnePass(t *testing.T) {
+	ctx := context.Background()
+	e, err := OpenEngine(filepath.Join(t.TempDir(), "slotkv.db"), EngineOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for i := range 500 {
+		k := fmt.Appendf(nil, "k%d", i)
+		if err := e.Apply(ctx, slots.ForKey(k), []node.Mutation{{Key: k, Value: EncodeValue(1, make([]byte, i%7))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[slots.Slot][2]int64{}
+	if err := e.SlotSizes(ctx, func(s slots.Slot, keys, bytes int64) {
+		if _, dup := got[s]; dup {
+			t.Errorf("slot %d reported twice", s.Int())
+		}
+		got[s] = [2]int64{keys, bytes}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	for i := range slots.Count {
+		s := slots.MustNew(i)
+		k, b, err := e.SlotSize(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, ok := got[s]; (k > 0) != ok || g != [2]int64{k, b} {
+			t.Fatalf("slot %d: SlotSizes %v (reported %v), SlotSize %d keys %d bytes", i, g, ok, k, b)
+		}
+		total += k
+	}
+	if total != 500 {
+		t.Fatalf("%d keys in all, want 500", total)
 	}
 }

@@ -42,6 +42,9 @@ type Config struct {
 	// StatsWindow is the period over which writes per second are averaged
 	// (default 1m).
 	StatsWindow time.Duration
+	// LoadInterval is how often the per-slot request counters are folded
+	// into the decaying averages Load reports (default 5s).
+	LoadInterval time.Duration
 	// Clock drives the export throttle and reconciliation (default: the
 	// real clock).
 	Clock Clock
@@ -82,6 +85,8 @@ func (c *Config) Validate() error {
 		return errors.New("node: Config.StatsWindow must not be negative")
 	case c.ReconcileGrace < 0:
 		return errors.New("node: Config.ReconcileGrace must not be negative")
+	case c.LoadInterval < 0:
+		return errors.New("node: Config.LoadInterval must not be negative")
 	}
 	return nil
 }
@@ -96,6 +101,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.StatsWindow == 0 {
 		d.StatsWindow = time.Minute
+	}
+	if d.LoadInterval == 0 {
+		d.LoadInterval = 5 * time.Second
 	}
 	if d.Clock == nil {
 		d.Clock = realClock{}
@@ -126,8 +134,10 @@ type Node struct {
 	// slot's change log has the order the store applied them in and a fence
 	// waits for writes in flight.
 	slotMu [slots.Count]sync.Mutex
-	fenced [slots.Count]atomic.Bool // written under slotMu and fenceMu
-	writes [slots.Count]atomic.Uint64
+	fenced [slots.Count]atomic.Bool   // written under slotMu and fenceMu
+	writes [slots.Count]atomic.Uint64 // mutations applied
+	reads  [slots.Count]atomic.Uint64 // reads served (CheckRead said yes)
+	load   loadTracker                // folds reads and writes (load.go)
 
 	fenceMu sync.Mutex // guards fences and their records
 	fences  map[slots.Slot]FenceInfo
@@ -229,12 +239,13 @@ func (n *Node) Close() error {
 }
 
 // Run does the node's background work — dropping handed-off slots, sampling
-// write rates — until ctx is done.
+// write rates, folding the load counters — until ctx is done.
 func (n *Node) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); n.runDrops(ctx) }()
 	go func() { defer wg.Done(); n.runReconcile(ctx) }()
+	go func() { defer wg.Done(); n.runLoad(ctx) }()
 	t := time.NewTicker(n.cfg.StatsWindow)
 	defer t.Stop()
 	last := time.Now()
@@ -277,9 +288,16 @@ func (n *Node) owner(s slots.Slot) (Owner, error) {
 // CheckRead returns nil when this node may serve a read of key: it owns the
 // key's slot. A fenced slot still serves reads: its data is final until the
 // new owner takes over. Otherwise it returns a *RedirectError or ErrNoMap.
+//
+// A nil answer counts the read in the slot's load (a read refused is not
+// load on this node).
 func (n *Node) CheckRead(key []byte) error {
-	_, err := n.owner(slots.ForKey(key))
-	return err
+	s := slots.ForKey(key)
+	if _, err := n.owner(s); err != nil {
+		return err
+	}
+	n.countRead(s, key)
+	return nil
 }
 
 // Write runs one write to key's slot through the library. It checks that this
@@ -325,7 +343,7 @@ func (n *Node) write(ctx context.Context, s slots.Slot, prepare func() ([]Mutati
 	if err := n.store.Apply(ctx, s, batch); err != nil {
 		return err
 	}
-	n.writes[s.Int()].Add(uint64(len(batch)))
+	n.countWrites(s, batch[0].Key, len(batch))
 	if c := n.captureOf(s); c != nil {
 		// The store has the write but the log does not: fail the write so
 		// it is not acknowledged, and say loudly that the copy is now

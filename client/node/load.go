@@ -1,0 +1,273 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/slotd/slotd/slots"
+)
+
+// Windows of the decaying averages of request rates.
+const (
+	ShortWindow = time.Minute
+	LongWindow  = 10 * time.Minute
+)
+
+// sizeEvery is the least time between two passes over the store for slot
+// sizes: a pass reads every key, so it runs at most twice a minute however
+// often Load is called.
+const sizeEvery = 30 * time.Second
+
+// SlotSizer is implemented by a Store that can size every slot in one pass
+// (slotkv walks its file once). Without it, Load asks Store.SlotSize for
+// each owned slot.
+type SlotSizer interface {
+	// SlotSizes calls fn once for every slot holding data, with its number
+	// of keys and the bytes their keys and values take.
+	SlotSizes(ctx context.Context, fn func(s slots.Slot, keys, bytes int64)) error
+}
+
+// SlotLoad is the measured load of one slot.
+type SlotLoad struct {
+	Slot slots.Slot
+	// Keys and Bytes (keys and values) the slot holds, as of the last
+	// size pass (at most 30 s old).
+	Keys, Bytes int64
+	// Reads served and writes (mutations applied) per second, decaying
+	// averages over about ShortWindow (1m) and LongWindow (10m).
+	Reads1m, Writes1m, Reads10m, Writes10m float64
+	// Tag is the hash tag the slot's hot keys share ("" when none do or the
+	// slot has no hot key).
+	Tag string
+}
+
+// Load is a node's measured load at one moment.
+type Load struct {
+	// Version is the oldest map version at which an owned slot was read:
+	// every slot listed was owned at Version or changed hands after it.
+	Version uint64
+	// At is when the load was read (the node's clock).
+	At time.Time
+	// Slots lists the owned slots with data or traffic, in slot order.
+	Slots []SlotLoad
+	// HotKeys are the hottest keys of owned slots, hottest first.
+	HotKeys []HotKey
+}
+
+// loadTracker folds the request counters into decaying averages. The
+// counters themselves live in Node (one atomic add per request per slot);
+// everything here runs in the fold, every Config.LoadInterval.
+type loadTracker struct {
+	hot hotKeys
+
+	mu         sync.Mutex // guards everything below
+	started    time.Time  // first fold: averages are exact means until a window has passed
+	lastFold   time.Time
+	lastReads  [slots.Count]uint64
+	lastWrites [slots.Count]uint64
+	r1, w1     [slots.Count]float32
+	r10, w10   [slots.Count]float32
+	hotAge     float64 // seconds of history the sketch holds, capped by its decay
+
+	sizeMu  sync.Mutex // guards the sizes; held during a size pass
+	sizedAt time.Time
+	keys    [slots.Count]int64
+	bytes   [slots.Count]int64
+}
+
+// countRead counts one served read of key in slot s: one atomic add, and
+// every HotKeySampling-th read of the slot feeds the sketch.
+func (n *Node) countRead(s slots.Slot, key []byte) {
+	if c := n.reads[s.Int()].Add(1); c%HotKeySampling == 0 {
+		n.load.hot.add(s, key)
+	}
+}
+
+// countWrites counts k mutations applied to slot s; the sketch gets key
+// when the count crosses a multiple of HotKeySampling.
+func (n *Node) countWrites(s slots.Slot, key []byte, k int) {
+	c := n.writes[s.Int()].Add(uint64(k))
+	if c/HotKeySampling != (c-uint64(k))/HotKeySampling {
+		n.load.hot.add(s, key)
+	}
+}
+
+// runLoad folds the counters every Config.LoadInterval until ctx is done.
+func (n *Node) runLoad(ctx context.Context) {
+	n.foldLoad(n.cfg.Clock.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-n.cfg.Clock.After(n.cfg.LoadInterval):
+			n.foldLoad(now)
+		}
+	}
+}
+
+// foldLoad moves the counts since the last fold into the averages. The
+// first fold only sets the starting point. While the tracker is younger
+// than a window, an average is the plain mean since the start (an
+// exponential average started at zero would read low for many minutes).
+func (n *Node) foldLoad(now time.Time) {
+	t := &n.load
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.lastFold.IsZero() {
+		t.started, t.lastFold = now, now
+		for i := range t.lastReads {
+			t.lastReads[i] = n.reads[i].Load()
+			t.lastWrites[i] = n.writes[i].Load()
+		}
+		return
+	}
+	dt := now.Sub(t.lastFold).Seconds()
+	if dt <= 0 {
+		return
+	}
+	age := now.Sub(t.started).Seconds()
+	a1 := weightOfNew(dt, age, ShortWindow.Seconds())
+	a10 := weightOfNew(dt, age, LongWindow.Seconds())
+	for i := range t.lastReads {
+		r, w := n.reads[i].Load(), n.writes[i].Load()
+		dr, dw := float64(r-t.lastReads[i])/dt, float64(w-t.lastWrites[i])/dt
+		t.lastReads[i], t.lastWrites[i] = r, w
+		if dr == 0 && dw == 0 && t.r10[i] == 0 && t.w10[i] == 0 {
+			continue // idle slot: every average is zero and stays so
+		}
+		t.r1[i] += float32(a1 * (dr - float64(t.r1[i])))
+		t.w1[i] += float32(a1 * (dw - float64(t.w1[i])))
+		t.r10[i] += float32(a10 * (dr - float64(t.r10[i])))
+		t.w10[i] += float32(a10 * (dw - float64(t.w10[i])))
+		// Below a request in ten thousand seconds a slot is idle: let it
+		// reach zero instead of decaying for ever.
+		for _, p := range []*float32{&t.r1[i], &t.w1[i], &t.r10[i], &t.w10[i]} {
+			if *p < 1e-4 {
+				*p = 0
+			}
+		}
+	}
+	t.lastFold = now
+	f := decayFactor(dt, ShortWindow.Seconds())
+	t.hot.decay(f)
+	// The sketch's counts are a sum of decayed samples: in seconds of
+	// history, age' = age*f + dt, tending to dt/(1-f) (about a minute).
+	t.hotAge = t.hotAge*f + dt
+}
+
+// weightOfNew is the weight of the newest interval (dt seconds) in an
+// average over window seconds, when age seconds have been seen in all.
+func weightOfNew(dt, age, window float64) float64 {
+	if age < window {
+		return math.Min(1, dt/age)
+	}
+	return 1 - math.Exp(-dt/window)
+}
+
+// Load returns the node's measured load: every slot this node owns that
+// holds data or sees traffic, and the hottest keys of those slots. Sizes
+// come from the last size pass, renewed when older than 30 s (one pass
+// through SlotSizer, or Store.SlotSize per owned slot). Safe for concurrent
+// use; it allocates, the request path does not.
+func (n *Node) Load(ctx context.Context) (Load, error) {
+	now := n.cfg.Clock.Now()
+	owned, version, err := n.ownedSlots()
+	if err != nil {
+		return Load{}, err
+	}
+	if err := n.refreshSizes(ctx, now, &owned); err != nil {
+		return Load{}, err
+	}
+	t := &n.load
+	out := Load{Version: version, At: now}
+	t.sizeMu.Lock()
+	t.mu.Lock()
+	for s := range owned.All() {
+		i := s.Int()
+		sl := SlotLoad{
+			Slot: s, Keys: t.keys[i], Bytes: t.bytes[i],
+			Reads1m: float64(t.r1[i]), Writes1m: float64(t.w1[i]), Reads10m: float64(t.r10[i]), Writes10m: float64(t.w10[i]),
+		}
+		if sl.Keys > 0 || sl.Bytes > 0 || sl.Reads10m > 0 || sl.Writes10m > 0 || sl.Reads1m > 0 || sl.Writes1m > 0 {
+			out.Slots = append(out.Slots, sl)
+		}
+	}
+	hotAge := t.hotAge
+	t.mu.Unlock()
+	t.sizeMu.Unlock()
+	if hotAge > 0 {
+		bySlot := map[slots.Slot][]HotKey{}
+		for _, k := range t.hot.top(HotKeySampling / hotAge) {
+			if owned.Contains(k.Slot) {
+				out.HotKeys = append(out.HotKeys, k)
+				bySlot[k.Slot] = append(bySlot[k.Slot], k)
+			}
+		}
+		for i := range out.Slots {
+			if ks := bySlot[out.Slots[i].Slot]; len(ks) > 0 {
+				out.Slots[i].Tag = hashTag(ks)
+			}
+		}
+	}
+	return out, nil
+}
+
+// ownedSlots returns the slots the map says this node owns and the
+// version it says so at: the whole map's when the source has one
+// (WholeMap), else the oldest version any slot was answered at.
+func (n *Node) ownedSlots() (slots.Set, uint64, error) {
+	var owned slots.Set
+	if wm, ok := n.cfg.Map.(WholeMap); ok {
+		m := wm.Map()
+		if m == nil {
+			return owned, 0, ErrNoMap
+		}
+		return m.SlotsOf(n.cfg.ID), m.Version(), nil
+	}
+	version := uint64(math.MaxUint64)
+	for i := range slots.Count {
+		s := slots.MustNew(i)
+		o, ok := n.cfg.Map.Owner(s)
+		if !ok {
+			return owned, 0, ErrNoMap
+		}
+		version = min(version, o.Version)
+		if o.ID == n.cfg.ID {
+			owned.Add(s)
+		}
+	}
+	return owned, version, nil
+}
+
+// refreshSizes renews the slot sizes when the last pass is older than
+// sizeEvery.
+func (n *Node) refreshSizes(ctx context.Context, now time.Time, owned *slots.Set) error {
+	t := &n.load
+	t.sizeMu.Lock()
+	defer t.sizeMu.Unlock()
+	if !t.sizedAt.IsZero() && now.Sub(t.sizedAt) < sizeEvery {
+		return nil
+	}
+	var keys, bytes [slots.Count]int64
+	if sz, ok := n.store.(SlotSizer); ok {
+		err := sz.SlotSizes(ctx, func(s slots.Slot, k, b int64) {
+			keys[s.Int()], bytes[s.Int()] = k, b
+		})
+		if err != nil {
+			return fmt.Errorf("node: slot sizes: %w", err)
+		}
+	} else {
+		for s := range owned.All() {
+			k, b, err := n.store.SlotSize(ctx, s)
+			if err != nil {
+				return fmt.Errorf("node: size of slot %d: %w", s.Int(), err)
+			}
+			keys[s.Int()], bytes[s.Int()] = k, b
+		}
+	}
+	t.keys, t.bytes, t.sizedAt = keys, bytes, now
+	return nil
+}
