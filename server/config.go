@@ -82,6 +82,10 @@ type Config struct {
 	// MoveParallelism is how many moves of a plan the mover runs at once
 	// (--move-parallelism).
 	MoveParallelism int
+	// BalancerTick is how often the automatic balancer decides on the
+	// mover's leader (--balancer-tick); its policy is in the directory
+	// (slotctl auto), off by default.
+	BalancerTick time.Duration
 
 	// DisableMover serves the API without running the mover: plans are
 	// stored and stay where the API leaves them. No flag; tests use it to
@@ -108,6 +112,7 @@ func DefaultConfig() Config {
 		MaxRecvBytes:    auth.DefaultMaxRecvMsgSize,
 		ShutdownTimeout: 10 * time.Second,
 		MoveParallelism: 1,
+		BalancerTick:    mover.DefaultBalancerTick,
 	}
 }
 
@@ -143,6 +148,8 @@ func (c *Config) Validate() error {
 		msg = "--max-recv-bytes must not be negative"
 	case c.MoveParallelism < 1 || c.MoveParallelism > mover.MaxParallelism:
 		msg = fmt.Sprintf("--move-parallelism %d is not in 1-%d", c.MoveParallelism, mover.MaxParallelism)
+	case c.BalancerTick <= 0:
+		msg = "--balancer-tick must be positive, e.g. --balancer-tick 5s"
 	case (c.TLSKey != "" || c.TLSCA != "") && c.TLSCert == "":
 		msg = "--tls-ca and --client-auth need --tls-cert and --tls-key"
 	default:

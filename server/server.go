@@ -163,6 +163,14 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			Directory: s.dir, Control: ctl, Etcd: s.cli, Stores: s.pool, Name: cfg.Name, Logger: lg, Registerer: s.reg,
 			Parallelism: cfg.MoveParallelism,
 		}
+		// The automatic balancer, a part of the mover's leader.
+		bal, err := mover.NewBalancer(mover.BalancerConfig{
+			Directory: s.dir, Control: ctl, Name: cfg.Name, Tick: cfg.BalancerTick, Logger: lg, Registerer: s.reg,
+		})
+		if err != nil {
+			return nil, err
+		}
+		_ = bal // runs as a leader part once the executor has them (mover/leader.go)
 		if cfg.TuneMover != nil {
 			cfg.TuneMover(&ec)
 		}
