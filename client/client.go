@@ -5,17 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/slotd/slotd/api/slotdv1"
-	"github.com/slotd/slotd/api/slotmap"
-	"github.com/slotd/slotd/slots"
 	"google.golang.org/grpc"
 	gbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/api/slotmap"
+	"github.com/slotd/slotd/internal/backoff"
+	"github.com/slotd/slotd/slots"
 )
 
 // Errors returned by the Client. Callers use errors.Is.
@@ -38,6 +38,11 @@ type Client struct {
 	opts Options
 	lg   *slog.Logger
 	m    *metrics
+	// retry (Do's waits after a stale redirect or a fence) and reconnect
+	// (between broken watches) double from their first wait to their cap,
+	// jittered down by up to half so that many clients do not retry in
+	// step. Read-only after New.
+	retry, reconnect backoff.Backoff
 
 	conns []*grpc.ClientConn
 	dirs  []slotdv1.DirectoryClient
@@ -78,12 +83,14 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		opts:    opts,
-		lg:      opts.Logger,
-		m:       m,
-		subs:    make(map[chan *slotmap.Map]struct{}),
-		first:   make(chan struct{}),
-		refresh: make(chan struct{}, 1),
+		opts:      opts,
+		lg:        opts.Logger,
+		m:         m,
+		subs:      make(map[chan *slotmap.Map]struct{}),
+		first:     make(chan struct{}),
+		refresh:   make(chan struct{}, 1),
+		retry:     backoff.Backoff{Initial: opts.RetryBackoff, Max: opts.MaxRetryBackoff, Jitter: 0.5},
+		reconnect: backoff.Backoff{Initial: opts.ReconnectBackoff, Max: opts.MaxReconnectBackoff, Jitter: 0.5},
 	}
 	// gRPC's own reconnect backoff (1s base by default) would hold a client
 	// back long after a restarted slotd is up again; use ours.
@@ -283,7 +290,7 @@ func (c *Client) fetchLoop(ctx context.Context) {
 		if err := c.Refresh(ctx); err != nil && ctx.Err() == nil {
 			c.lg.Warn("map fetch failed", "err", err)
 		}
-		if !sleep(ctx, c.opts.MinFetchInterval) {
+		if !backoff.SleepContext(ctx, c.opts.MinFetchInterval) {
 			return
 		}
 	}
@@ -313,7 +320,7 @@ func (c *Client) watchLoop(ctx context.Context) {
 			c.ep.Store(int32((ep + 1) % len(c.dirs)))
 		}
 		c.lg.Info("map watch ended", "endpoint", c.opts.Endpoints[ep], "err", err, "failures", failures)
-		if failures > 0 && !sleep(ctx, backoff(c.opts.ReconnectBackoff, c.opts.MaxReconnectBackoff, failures)) {
+		if failures > 0 && !backoff.SleepContext(ctx, c.reconnect.Delay(failures-1)) {
 			return
 		}
 	}
@@ -437,31 +444,4 @@ func (c *Client) storeLocked(m *slotmap.Map, source string) {
 		}
 	}
 	c.firstOnce.Do(func() { close(c.first) })
-}
-
-// backoff returns the wait before attempt n (n >= 1): base doubled n-1
-// times, capped, then jittered down by up to half so that many clients do
-// not retry in step.
-func backoff(base, max time.Duration, n int) time.Duration {
-	d := base
-	for i := 1; i < n && d < max; i++ {
-		d *= 2
-	}
-	d = min(d, max)
-	return d/2 + rand.N(d/2+1)
-}
-
-// sleep waits d or until ctx ends; it reports whether the full wait elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slotd/slotd/api/redirect"
+	"github.com/slotd/slotd/internal/backoff"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -72,7 +73,7 @@ func (c *Client) do(ctx context.Context, s slots.Slot, fn RequestFunc) error {
 		fenced  bool          // the last answer was FENCED
 	)
 	for attempt := 1; attempt <= c.opts.MaxAttempts; attempt++ {
-		if wait > 0 && !sleep(ctx, wait) {
+		if wait > 0 && !backoff.SleepContext(ctx, wait) {
 			return fmt.Errorf("client: slot %d: %w after %d attempts; last answer: %v", s.Int(), context.Cause(ctx), attempt-1, last)
 		}
 		wait = 0
@@ -108,7 +109,7 @@ func (c *Client) do(ctx context.Context, s slots.Slot, fn RequestFunc) error {
 				if !c.patch(movedTo{slot: s, owner: r.Owner, addr: r.Addr, version: r.Version}) {
 					// Our map is at least as new as the answer: the node is
 					// behind. Give it a moment rather than follow it back.
-					wait = backoff(c.opts.RetryBackoff, c.opts.MaxRetryBackoff, attempt)
+					wait = c.retry.Delay(attempt - 1)
 				}
 				c.requestRefresh()
 			case redirect.Ask:
@@ -116,7 +117,7 @@ func (c *Client) do(ctx context.Context, s slots.Slot, fn RequestFunc) error {
 				if asking {
 					// The target does not take it either: back to the map's
 					// owner after a pause, never ASK to ASK.
-					wait = backoff(c.opts.RetryBackoff, c.opts.MaxRetryBackoff, attempt)
+					wait = c.retry.Delay(attempt - 1)
 				} else {
 					askAddr = r.Addr
 				}
@@ -130,7 +131,7 @@ func (c *Client) do(ctx context.Context, s slots.Slot, fn RequestFunc) error {
 				return fmt.Errorf("%w: sent slot %d to %s, answer %q", ErrBadRedirect, s.Int(), addr, f.String())
 			}
 			fenced = true
-			wait = backoff(c.opts.RetryBackoff, c.opts.MaxRetryBackoff, attempt)
+			wait = c.retry.Delay(attempt - 1)
 			if f.RetryAfter > 0 {
 				wait = min(f.RetryAfter, c.opts.MaxRetryBackoff)
 			}

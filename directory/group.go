@@ -3,10 +3,11 @@ package directory
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/slotd/slotd/internal/backoff"
 )
 
 // Group commit. Updates that arrive while another is being written are
@@ -148,7 +149,8 @@ func (d *Directory) writeGroup(ctx context.Context, batch []*groupReq) {
 			settle(r, 0, fmt.Errorf("%s: %w", r.op, err))
 		}
 	}
-	backoff := 5 * time.Millisecond
+	// Full jitter: concurrent losers spread out instead of colliding again.
+	bo := backoff.Backoff{Initial: 5 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: 1}
 	var st *state
 	if batch[0].expect == 0 {
 		st = d.cache.Swap(nil)
@@ -268,16 +270,9 @@ func (d *Directory) writeGroup(ctx context.Context, batch []*groupReq) {
 			failAll(fmt.Errorf("%w: lost %d compare-and-swap races at version %d; re-read and retry", ErrConflict, attempt, seen))
 			return
 		}
-		// Full jitter: concurrent losers spread out instead of colliding again.
-		wait := time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond
-		backoff = min(2*backoff, 200*time.Millisecond)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.SleepContext(ctx, bo.Next()+time.Millisecond) {
 			failAll(ctx.Err())
 			return
-		case <-t.C:
 		}
 	}
 }

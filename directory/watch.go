@@ -9,6 +9,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/slotd/slotd/internal/backoff"
 )
 
 // errCompacted means the etcd watch could not resume: the revisions it
@@ -29,7 +31,7 @@ var errCompacted = errors.New("watch revision compacted")
 // the next delivery, nothing is dropped.
 func (d *Directory) Watch(ctx context.Context, fromVersion uint64, fn func(*Snapshot) error) error {
 	last := fromVersion
-	backoff := 10 * time.Millisecond
+	bo := backoff.Backoff{Initial: 10 * time.Millisecond, Max: 2 * time.Second}
 	for {
 		st, rev, err := d.read(ctx)
 		if err == nil {
@@ -43,16 +45,14 @@ func (d *Directory) Watch(ctx context.Context, fromVersion uint64, fn func(*Snap
 				return ctx.Err()
 			}
 			// etcd unreachable: keep trying, the caller decides when to stop.
-			d.lg.Warn("directory watch cannot read the table; retrying", "err", err, "backoff", backoff)
-			select {
-			case <-ctx.Done():
+			wait := bo.Next()
+			d.lg.Warn("directory watch cannot read the table; retrying", "err", err, "backoff", wait)
+			if !backoff.SleepContext(ctx, wait) {
 				return ctx.Err()
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
-		backoff = 10 * time.Millisecond
+		bo.Reset()
 		if st.bootstrapped() && st.version > last {
 			if err := fn(st.snapshot()); err != nil {
 				return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/internal/backoff"
 )
 
 // RegistrarConfig configures a Registrar.
@@ -97,19 +97,8 @@ func (r *Registrar) set(ok bool, state slotdv1.NodeState, version uint64) {
 
 // Run registers and heartbeats until ctx is done.
 func (r *Registrar) Run(ctx context.Context) error {
-	backoff := r.cfg.MinBackoff
-	wait := func() bool {
-		d := backoff/2 + rand.N(backoff/2+1)
-		backoff = min(backoff*2, r.cfg.MaxBackoff)
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-			return true
-		}
-	}
+	bo := backoff.Backoff{Initial: r.cfg.MinBackoff, Max: r.cfg.MaxBackoff, Jitter: 0.5}
+	wait := func() bool { return bo.Sleep(ctx) }
 	for {
 		resp, err := r.cfg.Admin.RegisterNode(ctx, &slotdv1.RegisterNodeRequest{Node: r.cfg.Node})
 		if err != nil {
@@ -122,7 +111,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		backoff = r.cfg.MinBackoff
+		bo.Reset()
 		if r.cfg.OnRegistered != nil {
 			r.cfg.OnRegistered(resp.GetVersion())
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
+	"github.com/slotd/slotd/internal/backoff"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -109,7 +110,7 @@ func (g *globals) watch(ctx context.Context, c *conn, o *watchOptions) error {
 	var cur *slotmap.Map
 	seen := 0
 	lastMoves := ""
-	backoff := 100 * time.Millisecond
+	bo := backoff.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		var known uint64
 		if cur != nil {
@@ -121,7 +122,7 @@ func (g *globals) watch(ctx context.Context, c *conn, o *watchOptions) error {
 			if resp, err = stream.Recv(); err != nil {
 				break
 			}
-			backoff = 100 * time.Millisecond
+			bo.Reset()
 			var ev watchJSON
 			if cur, ev, err = applyWatch(cur, resp); err != nil {
 				return err
@@ -142,12 +143,9 @@ func (g *globals) watch(ctx context.Context, c *conn, o *watchOptions) error {
 			return err
 		}
 		fmt.Fprintf(g.stderr, "slotctl: lost the map stream (%s); reconnecting\n", oneLine(fromRPC(err, g).Error()))
-		select {
-		case <-ctx.Done():
+		if !bo.Sleep(ctx) {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

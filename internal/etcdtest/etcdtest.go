@@ -14,6 +14,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/slotd/slotd/internal/backoff"
 )
 
 // startAttempts bounds how often New retries when a port it picked was taken
@@ -153,7 +155,8 @@ func (c *Cluster) Restart(t testing.TB) {
 	var err error
 	// The ports were ours a moment ago; another process grabbing one in
 	// between is unlikely but possible, so retry briefly before failing.
-	for attempt := range startAttempts {
+	bo := backoff.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
+	for range startAttempts {
 		var e *embed.Etcd
 		e, err = c.start()
 		if err == nil {
@@ -163,7 +166,7 @@ func (c *Cluster) Restart(t testing.TB) {
 		if !isAddrInUse(err) {
 			break
 		}
-		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+		bo.Sleep(context.Background())
 	}
 	t.Fatalf("etcdtest: restart embedded etcd: %v", err)
 }
