@@ -167,6 +167,8 @@ func (c *Control) Propose(ctx context.Context, req PlanRequest) (*Plan, error) {
 		ID: pp.ID, BaseVersion: pp.BaseVersion, State: StateProposed,
 		Operator: req.Operator, Reason: req.Reason, Created: now, Updated: now,
 		Edits: req.Edits, Nodes: pp.Nodes, Throttle: in.Throttle,
+		BalanceBy: pp.BalanceBy, Tolerance: pp.Tolerance, Note: pp.Note,
+		Unknown: pp.Unknown, HotSpots: pp.HotSpots, Blocked: pp.Blocked,
 	}
 	moves := pp.Moves
 	if req.MaxMoves > 0 && len(moves) > req.MaxMoves {
@@ -889,7 +891,9 @@ func applyEdits(snap *directory.Snapshot, e Edits) ([]planner.Node, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: cannot drain %q: no such node", ErrNotFound, id)
 		}
-		nodes[i].State = planner.StateDraining
+		if nodes[i].State != planner.StateDown { // a down node stays down: nothing copies from it
+			nodes[i].State = planner.StateDraining
+		}
 	}
 	for _, id := range sortedKeys(e.Weights) {
 		i, ok := index[id]
@@ -901,7 +905,9 @@ func applyEdits(snap *directory.Snapshot, e Edits) ([]planner.Node, error) {
 			return nil, fmt.Errorf("%w: weight %d for %s is negative", ErrInvalid, w, id)
 		}
 		if w == 0 {
-			nodes[i].State = planner.StateDraining
+			if nodes[i].State != planner.StateDown {
+				nodes[i].State = planner.StateDraining
+			}
 			continue
 		}
 		nodes[i].Weight = w

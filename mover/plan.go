@@ -112,6 +112,15 @@ type Plan struct {
 	AbortCurrent bool `json:"abort_current,omitempty"`
 	// Error says why the plan paused or failed on its own.
 	Error string `json:"error,omitempty"`
+	// What the planner balanced and what it could not (planner.Plan's
+	// fields of the same names): the mode, its dead band, why the plan ends
+	// where it does, nodes of unknown load, hot spots, slots of down nodes.
+	BalanceBy planner.BalanceBy `json:"balance_by,omitempty"`
+	Tolerance float64           `json:"tolerance,omitempty"`
+	Note      string            `json:"note,omitempty"`
+	Unknown   []string          `json:"unknown,omitempty"`
+	HotSpots  []planner.HotSpot `json:"hot_spots,omitempty"`
+	Blocked   []planner.Blocked `json:"blocked,omitempty"`
 }
 
 // clone returns a deep copy of p.
@@ -119,6 +128,9 @@ func (p *Plan) clone() *Plan {
 	q := *p
 	q.Moves = slices.Clone(p.Moves)
 	q.Nodes = slices.Clone(p.Nodes)
+	q.Unknown = slices.Clone(p.Unknown)
+	q.HotSpots = slices.Clone(p.HotSpots)
+	q.Blocked = slices.Clone(p.Blocked)
 	q.Edits.Add = slices.Clone(p.Edits.Add)
 	q.Edits.Drain = slices.Clone(p.Edits.Drain)
 	q.Edits.Weights = maps.Clone(p.Edits.Weights)
