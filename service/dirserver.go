@@ -60,6 +60,16 @@ func readMap(ctx context.Context, d *directory.Directory, clusterID string) (*sl
 	if err != nil {
 		return nil, err
 	}
+	// A bootstrap may have committed between the two reads: then v is the
+	// bootstrap's version and an unassigned map stamped with it would be
+	// held by a store as if it were the bootstrapped one (nothing newer
+	// follows until the next change). A second snapshot settles it: if it
+	// still finds no table, the bootstrap, if any, came after the node read.
+	if snap, err := d.Snapshot(ctx); err == nil {
+		return mapOf(snap, clusterID)
+	} else if !errors.Is(err, directory.ErrNotBootstrapped) {
+		return nil, err
+	}
 	return unassignedMap(nodes, v, clusterID)
 }
 
