@@ -43,6 +43,9 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// HistoryLimit is how many history entries are kept (the newest).
 	HistoryLimit int
+	// AuditLimit is how many audit entries of each kind are kept (the
+	// newest; see audit.go). Default DefaultAuditLimit.
+	AuditLimit int
 	// RequestTimeout bounds each etcd request.
 	RequestTimeout time.Duration
 	// DownAfter is how long a node may go without heartbeats before the
@@ -74,6 +77,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HistoryLimit == 0 {
 		c.HistoryLimit = DefaultHistoryLimit
+	}
+	if c.AuditLimit == 0 {
+		c.AuditLimit = DefaultAuditLimit
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
@@ -109,6 +115,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: Prefix: %w", ValidatePrefix(c.Prefix))
 	case c.HistoryLimit < 1:
 		return fmt.Errorf("%w: config: HistoryLimit %d must be at least 1", ErrInvalid, c.HistoryLimit)
+	case c.AuditLimit < 1:
+		return fmt.Errorf("%w: config: AuditLimit %d must be at least 1", ErrInvalid, c.AuditLimit)
 	case c.RequestTimeout < 0 || c.DownAfter < 0 || c.HoldDown < 0 || c.LivenessInterval < 0:
 		return fmt.Errorf("%w: config: durations must not be negative", ErrInvalid)
 	case c.UpdateAttempts < 1:
@@ -139,6 +147,9 @@ type Directory struct {
 	cache atomic.Pointer[state]
 	// group queues concurrent updates for one txn (see group.go).
 	group combiner
+	// auditN counts the audit entries this process wrote, per kind
+	// (cluster, node, plan), to trim each kind now and then (audit.go).
+	auditN [3]atomic.Uint64
 
 	// afterWatchRead, when set (by tests only), runs in Watch between the
 	// read of the table and the start of the etcd watch.
@@ -374,6 +385,13 @@ func (d *Directory) commit(ctx context.Context, st *state, m *mutation, changes 
 			return false, 0, fmt.Errorf("directory: encode history: %w", err)
 		}
 		ops = append(ops, clientv3.OpPut(d.k.history(c.change.Version), string(b)))
+		if auditKindOf(c.change.Kind) != "" {
+			op, err := d.auditPut(changeAudit(&c.change, c.audit))
+			if err != nil {
+				return false, 0, err
+			}
+			ops = append(ops, op)
+		}
 	}
 	// One history entry per version: dropping every entry at or below
 	// v-limit keeps exactly the newest limit.

@@ -34,6 +34,8 @@ type groupReq struct {
 	expect        uint64
 	needBootstrap bool
 	fn            func(st *state, m *mutation) error
+	// audit is the caller's audit entry for its change (WithAudit), if any.
+	audit *pendingAudit
 
 	// Set when settled, before done is closed.
 	version uint64
@@ -65,7 +67,8 @@ type combiner struct {
 // An update with an expectation is written alone (its compare is the
 // caller's); others are group-committed (see above).
 func (d *Directory) update(ctx context.Context, op string, o updateOpts, fn func(st *state, m *mutation) error) (uint64, error) {
-	r := &groupReq{op: op, expect: o.expect, needBootstrap: o.needBootstrap, fn: fn, wake: make(chan struct{})}
+	r := &groupReq{op: op, expect: o.expect, needBootstrap: o.needBootstrap, fn: fn, wake: make(chan struct{}),
+		audit: pendingFrom(ctx, AuditNode, AuditCluster)}
 	if o.expect != 0 {
 		d.writeGroup(ctx, []*groupReq{r})
 		return r.version, r.err
@@ -133,6 +136,7 @@ func (d *Directory) update(ctx context.Context, op string, o updateOpts, fn func
 type pendingChange struct {
 	change  Change
 	hasSlot bool
+	audit   *pendingAudit // the caller's audit entry, if any
 }
 
 // writeGroup applies batch, in order, to the table and writes the result as
@@ -201,7 +205,7 @@ func (d *Directory) writeGroup(ctx context.Context, batch []*groupReq) {
 				sub := newMutation()
 				if err = r.fn(st, sub); err == nil && !sub.empty() {
 					sub.change.Version = v + 1
-					changes = append(changes, pendingChange{sub.change, sub.hasSlot})
+					changes = append(changes, pendingChange{sub.change, sub.hasSlot, r.audit})
 					m.merge(sub)
 					v++
 				}
@@ -246,6 +250,14 @@ func (d *Directory) writeGroup(ctx context.Context, batch []*groupReq) {
 			d.cache.Store(st)
 			d.m.setVersion(v)
 			d.m.grouped(len(changes))
+			for _, c := range changes {
+				if k := auditKindOf(c.change.Kind); k != "" {
+					if c.audit != nil && c.audit.e.Kind == k {
+						c.audit.done.Store(true)
+					}
+					d.audited(k, 1)
+				}
+			}
 			for i, r := range reqs {
 				if !r.settled {
 					settle(r, results[i], nil)

@@ -40,6 +40,10 @@ import (
 //	                         value = JSON {since}. Gone when the lease expires.
 //	P throttle               mover throttle in bytes per second, decimal.
 //	P plans/<id>             mover plans, bytes opaque to the directory.
+//	P audit/<kind>/<seq>     the audit log (audit.go): JSON AuditEntry, kind
+//	                         cluster, node or plan, seq = 20-digit unix nanos
+//	                         "-" 10-digit counter. Written in the txn of the
+//	                         action it records; each kind bounded apart.
 //	P locks/<name>           client/v3/concurrency mutexes (migrations).
 //	P leader/                mover leader election (concurrency.Election).
 //	P auto/policy            the automatic balancer's policy (AutoPolicy, JSON;
@@ -88,6 +92,10 @@ func (k keys) cluster() string         { return k.p + "cluster" }
 func (k keys) autoPolicy() string      { return k.p + "auto/policy" }
 func (k keys) autoState() string       { return k.p + "auto/state" }
 func (k keys) all() string             { return k.p }
+
+// auditPrefix and audit name the audit log's keys (audit.go).
+func (k keys) auditPrefix(kind string) string { return k.p + "audit/" + kind + "/" }
+func (k keys) audit(kind, seq string) string  { return k.auditPrefix(kind) + seq }
 
 // keyKind says which part of the table a key under the prefix holds.
 type keyKind int

@@ -17,12 +17,17 @@ func (d *Directory) CreatePlan(ctx context.Context, id string, data []byte) erro
 	if len(data) > maxPlanBytes {
 		return fmt.Errorf("create plan %s: %w: %d bytes, at most %d", id, ErrInvalid, len(data), maxPlanBytes)
 	}
+	audit, written, err := d.auditOps(ctx, planAudit(id), AuditPlan)
+	if err != nil {
+		return fmt.Errorf("create plan %s: %w", id, err)
+	}
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
 	key := d.k.plan(id)
 	resp, err := d.cli.Txn(rctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(data))).Commit()
+		Then(append([]clientv3.Op{clientv3.OpPut(key, string(data))}, audit...)...).Commit()
+	written(err == nil && resp.Succeeded)
 	if err != nil {
 		return fromEtcd(ctx, "create plan "+id, err)
 	}
@@ -60,11 +65,16 @@ func (d *Directory) UpdatePlan(ctx context.Context, id string, edit func(old []b
 		if len(data) > maxPlanBytes {
 			return fmt.Errorf("update plan %s: %w: %d bytes, at most %d", id, ErrInvalid, len(data), maxPlanBytes)
 		}
+		audit, written, err := d.auditOps(ctx, planAudit(id), AuditPlan)
+		if err != nil {
+			return fmt.Errorf("update plan %s: %w", id, err)
+		}
 		rctx, cancel = context.WithTimeout(ctx, d.cfg.RequestTimeout)
 		tr, err := d.cli.Txn(rctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
-			Then(clientv3.OpPut(key, string(data))).Commit()
+			Then(append([]clientv3.Op{clientv3.OpPut(key, string(data))}, audit...)...).Commit()
 		cancel()
+		written(err == nil && tr.Succeeded)
 		if err != nil {
 			return fromEtcd(ctx, "update plan "+id, err)
 		}
@@ -104,10 +114,24 @@ func (d *Directory) PutPlan(ctx context.Context, id string, data []byte) error {
 	if len(data) > maxPlanBytes {
 		return fmt.Errorf("put plan %s: %w: %d bytes, at most %d", id, ErrInvalid, len(data), maxPlanBytes)
 	}
+	audit, written, err := d.auditOps(ctx, planAudit(id), AuditPlan)
+	if err != nil {
+		return fmt.Errorf("put plan %s: %w", id, err)
+	}
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
-	_, err := d.cli.Put(rctx, d.k.plan(id), string(data))
+	_, err = d.cli.Txn(rctx).Then(append([]clientv3.Op{clientv3.OpPut(d.k.plan(id), string(data))}, audit...)...).Commit()
+	written(err == nil)
 	return fromEtcd(ctx, "put plan "+id, err)
+}
+
+// planAudit fills a plan audit entry's plan id from the record written.
+func planAudit(id string) func(*AuditEntry) {
+	return func(e *AuditEntry) {
+		if e.PlanID == "" {
+			e.PlanID = id
+		}
+	}
 }
 
 // Plan returns the plan stored under id, or ErrNotFound.

@@ -1,6 +1,7 @@
 package directory
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -15,14 +16,26 @@ import (
 // key stays in keys.go.
 
 // SetThrottle stores the mover's throttle in bytes per second per donor
-// (0 means the mover's default).
+// (0 means the mover's default), with a cluster audit entry in the same txn
+// (the one attached with WithAudit, if any, for who and why).
 func (d *Directory) SetThrottle(ctx context.Context, bytesPerSec int64) error {
 	if bytesPerSec < 0 {
 		return fmt.Errorf("set throttle: %w: %d bytes/s is negative", ErrInvalid, bytesPerSec)
 	}
+	if pendingFrom(ctx, AuditCluster) == nil {
+		ctx = WithAudit(ctx, AuditEntry{Kind: AuditCluster, Action: ActionThrottle})
+	}
+	audit, written, err := d.auditOps(ctx, func(e *AuditEntry) {
+		e.Detail = cmp.Or(e.Detail, fmt.Sprintf("%d bytes/s per donor", bytesPerSec))
+	}, AuditCluster)
+	if err != nil {
+		return fmt.Errorf("set throttle: %w", err)
+	}
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
-	_, err := d.cli.Put(rctx, d.k.throttle(), strconv.FormatInt(bytesPerSec, 10))
+	ops := append([]clientv3.Op{clientv3.OpPut(d.k.throttle(), strconv.FormatInt(bytesPerSec, 10))}, audit...)
+	_, err = d.cli.Txn(rctx).Then(ops...).Commit()
+	written(err == nil)
 	return fromEtcd(ctx, "set throttle", err)
 }
 

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -71,7 +72,8 @@ func (s *AdminServer) Bootstrap(ctx context.Context, req *slotdv1.BootstrapReque
 		}
 		nodes = append(nodes, directory.Node{ID: n.GetId(), Addr: n.GetAddress(), Zone: n.GetZone(), Weight: w})
 	}
-	snap, err := s.dir.Bootstrap(ctx, nodes, int(req.GetVnodes()), s.operator(ctx, req.GetOperator()))
+	ctx, op := s.audited(ctx, directory.AuditCluster, "", "", "", req.GetOperator())
+	snap, err := s.dir.Bootstrap(ctx, nodes, int(req.GetVnodes()), op)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -105,7 +107,9 @@ func (s *AdminServer) RegisterNode(ctx context.Context, req *slotdv1.RegisterNod
 	} else if !errors.Is(err, directory.ErrNotFound) {
 		return nil, toStatus(err)
 	}
-	got, err := s.dir.RegisterNode(ctx, n)
+	// Who registered: the store's own identity, or the admin's.
+	rctx, _ := s.audited(ctx, directory.AuditNode, "", "", n.ID, "node "+n.ID)
+	got, err := s.dir.RegisterNode(rctx, n)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -177,8 +181,12 @@ func (s *AdminServer) UndrainNode(ctx context.Context, req *slotdv1.UndrainNodeR
 // changeNode applies a directory node change (Drain, Undrain) on behalf of
 // operator and returns the node as it is after, at the directory version.
 func (s *AdminServer) changeNode(ctx context.Context, id, operator, verb string, change func(ctx context.Context, id, reason, by string) (uint64, error)) (*slotdv1.Node, uint64, error) {
-	op := s.operator(ctx, operator)
-	if _, err := change(ctx, id, verb+" requested by "+op, op); err != nil {
+	ctx, op := s.audited(ctx, directory.AuditNode, "", "", id, operator)
+	reason := reasonOf(ctx)
+	if reason == "" {
+		reason = verb + " requested by " + op
+	}
+	if _, err := change(ctx, id, reason, op); err != nil {
 		return nil, 0, toStatus(err)
 	}
 	n, v, err := s.node(ctx, id)
@@ -190,8 +198,12 @@ func (s *AdminServer) changeNode(ctx context.Context, id, operator, verb string,
 
 // RemoveNode implements slotdv1.AdminServer.
 func (s *AdminServer) RemoveNode(ctx context.Context, req *slotdv1.RemoveNodeRequest) (*slotdv1.RemoveNodeResponse, error) {
-	op := s.operator(ctx, req.GetOperator())
-	v, err := s.dir.RemoveNode(ctx, req.GetNodeId(), "removed by "+op, op)
+	ctx, op := s.audited(ctx, directory.AuditNode, "", "", req.GetNodeId(), req.GetOperator())
+	reason := reasonOf(ctx)
+	if reason == "" {
+		reason = "removed by " + op
+	}
+	v, err := s.dir.RemoveNode(ctx, req.GetNodeId(), reason, op)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -200,7 +212,8 @@ func (s *AdminServer) RemoveNode(ctx context.Context, req *slotdv1.RemoveNodeReq
 
 // SetWeight implements slotdv1.AdminServer.
 func (s *AdminServer) SetWeight(ctx context.Context, req *slotdv1.SetWeightRequest) (*slotdv1.SetWeightResponse, error) {
-	if _, err := s.dir.SetWeight(ctx, req.GetNodeId(), int(req.GetWeight()), s.operator(ctx, req.GetOperator())); err != nil {
+	ctx, op := s.audited(ctx, directory.AuditNode, "", "", req.GetNodeId(), req.GetOperator())
+	if _, err := s.dir.SetWeight(ctx, req.GetNodeId(), int(req.GetWeight()), op); err != nil {
 		return nil, toStatus(err)
 	}
 	n, v, err := s.node(ctx, req.GetNodeId())
@@ -212,7 +225,8 @@ func (s *AdminServer) SetWeight(ctx context.Context, req *slotdv1.SetWeightReque
 
 // UpdateAddr implements slotdv1.AdminServer.
 func (s *AdminServer) UpdateAddr(ctx context.Context, req *slotdv1.UpdateAddrRequest) (*slotdv1.UpdateAddrResponse, error) {
-	if _, err := s.dir.UpdateAddr(ctx, req.GetNodeId(), req.GetAddress(), s.operator(ctx, req.GetOperator())); err != nil {
+	ctx, op := s.audited(ctx, directory.AuditNode, "", "", req.GetNodeId(), req.GetOperator())
+	if _, err := s.dir.UpdateAddr(ctx, req.GetNodeId(), req.GetAddress(), op); err != nil {
 		return nil, toStatus(err)
 	}
 	n, v, err := s.node(ctx, req.GetNodeId())
@@ -305,8 +319,9 @@ func (s *AdminServer) planCall(ctx context.Context, what, id string, fn func() (
 
 // Apply implements slotdv1.AdminServer.
 func (s *AdminServer) Apply(ctx context.Context, req *slotdv1.ApplyRequest) (*slotdv1.ApplyResponse, error) {
+	ctx, op := s.audited(ctx, directory.AuditPlan, directory.ActionApply, req.GetPlanId(), "", req.GetOperator())
 	p, err := s.planCall(ctx, "apply", req.GetPlanId(), func() (*mover.Plan, error) {
-		return s.ctl.Apply(ctx, req.GetPlanId(), s.operator(ctx, req.GetOperator()))
+		return s.ctl.Apply(ctx, req.GetPlanId(), op)
 	})
 	if err != nil {
 		return nil, err
@@ -316,8 +331,14 @@ func (s *AdminServer) Apply(ctx context.Context, req *slotdv1.ApplyRequest) (*sl
 
 // Pause implements slotdv1.AdminServer.
 func (s *AdminServer) Pause(ctx context.Context, req *slotdv1.PauseRequest) (*slotdv1.PauseResponse, error) {
+	op := s.operator(ctx, req.GetOperator())
+	e := directory.AuditEntry{Kind: directory.AuditPlan, Action: directory.ActionPause, PlanID: req.GetPlanId(), By: op, Reason: reasonOf(ctx)}
+	if req.GetAbortCurrent() {
+		e.Detail = "abort the move in flight"
+	}
+	ctx = directory.WithAudit(ctx, e)
 	p, err := s.planCall(ctx, "pause", req.GetPlanId(), func() (*mover.Plan, error) {
-		return s.ctl.Pause(ctx, req.GetPlanId(), req.GetAbortCurrent(), s.operator(ctx, req.GetOperator()))
+		return s.ctl.Pause(ctx, req.GetPlanId(), req.GetAbortCurrent(), op)
 	})
 	if err != nil {
 		return nil, err
@@ -327,8 +348,9 @@ func (s *AdminServer) Pause(ctx context.Context, req *slotdv1.PauseRequest) (*sl
 
 // Resume implements slotdv1.AdminServer.
 func (s *AdminServer) Resume(ctx context.Context, req *slotdv1.ResumeRequest) (*slotdv1.ResumeResponse, error) {
+	ctx, op := s.audited(ctx, directory.AuditPlan, directory.ActionResume, req.GetPlanId(), "", req.GetOperator())
 	p, err := s.planCall(ctx, "resume", req.GetPlanId(), func() (*mover.Plan, error) {
-		return s.ctl.Resume(ctx, req.GetPlanId(), s.operator(ctx, req.GetOperator()))
+		return s.ctl.Resume(ctx, req.GetPlanId(), op)
 	})
 	if err != nil {
 		return nil, err
@@ -338,8 +360,9 @@ func (s *AdminServer) Resume(ctx context.Context, req *slotdv1.ResumeRequest) (*
 
 // Cancel implements slotdv1.AdminServer.
 func (s *AdminServer) Cancel(ctx context.Context, req *slotdv1.CancelRequest) (*slotdv1.CancelResponse, error) {
+	ctx, op := s.audited(ctx, directory.AuditPlan, directory.ActionCancel, req.GetPlanId(), "", req.GetOperator())
 	p, err := s.planCall(ctx, "cancel", req.GetPlanId(), func() (*mover.Plan, error) {
-		return s.ctl.Cancel(ctx, req.GetPlanId(), s.operator(ctx, req.GetOperator()))
+		return s.ctl.Cancel(ctx, req.GetPlanId(), op)
 	})
 	if err != nil {
 		return nil, err
@@ -349,8 +372,11 @@ func (s *AdminServer) Cancel(ctx context.Context, req *slotdv1.CancelRequest) (*
 
 // Rollback implements slotdv1.AdminServer.
 func (s *AdminServer) Rollback(ctx context.Context, req *slotdv1.RollbackRequest) (*slotdv1.RollbackResponse, error) {
+	op := s.operator(ctx, req.GetOperator())
+	ctx = directory.WithAudit(ctx, directory.AuditEntry{Kind: directory.AuditPlan, Action: directory.ActionRollback,
+		PlanID: req.GetPlanId(), By: op, Reason: cmp.Or(req.GetReason(), reasonOf(ctx)), Detail: "reverse plan rb-" + req.GetPlanId()})
 	p, err := s.planCall(ctx, "rollback", req.GetPlanId(), func() (*mover.Plan, error) {
-		return s.ctl.Rollback(ctx, req.GetPlanId(), s.operator(ctx, req.GetOperator()), req.GetReason())
+		return s.ctl.Rollback(ctx, req.GetPlanId(), op, req.GetReason())
 	})
 	if err != nil {
 		return nil, err
@@ -366,7 +392,10 @@ func (s *AdminServer) Move(ctx context.Context, req *slotdv1.MoveRequest) (*slot
 	if req.GetTo() == "" {
 		return nil, invalid("move: target node id is empty")
 	}
-	p, err := s.ctl.MoveSlot(ctx, int(req.GetSlot()), req.GetTo(), s.operator(ctx, req.GetOperator()), req.GetReason())
+	op := s.operator(ctx, req.GetOperator())
+	ctx = directory.WithAudit(ctx, directory.AuditEntry{Kind: directory.AuditPlan, Action: directory.ActionMove,
+		By: op, Reason: cmp.Or(req.GetReason(), reasonOf(ctx)), Detail: fmt.Sprintf("slot %d to %s", req.GetSlot(), req.GetTo())})
+	p, err := s.ctl.MoveSlot(ctx, int(req.GetSlot()), req.GetTo(), op, req.GetReason())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -381,7 +410,8 @@ func (s *AdminServer) SetThrottle(ctx context.Context, req *slotdv1.SetThrottleR
 	if req.GetBytesPerSecond() > 1<<62 {
 		return nil, invalid(fmt.Sprintf("throttle: %d bytes/s is too large", req.GetBytesPerSecond()))
 	}
-	if err := s.ctl.SetThrottle(ctx, int64(req.GetBytesPerSecond()), s.operator(ctx, req.GetOperator())); err != nil {
+	ctx, op := s.audited(ctx, directory.AuditCluster, directory.ActionThrottle, "", "", req.GetOperator())
+	if err := s.ctl.SetThrottle(ctx, int64(req.GetBytesPerSecond()), op); err != nil {
 		return nil, toStatus(err)
 	}
 	t, err := s.throttle(ctx)

@@ -21,6 +21,8 @@ func Policy() *auth.Policy {
 		Require("/slotd.v1.Auto/Status", auth.RoleRead).
 		Require("/slotd.v1.Recovery/*", auth.RoleAdmin).
 		Require("/slotd.v1.Recovery/FreshMap", auth.RoleRead, auth.RoleStore).
+		Require("/slotd.v1.Operator/*", auth.RoleAdmin).
+		Require("/slotd.v1.Operator/Log", auth.RoleRead).
 		Require("/grpc.reflection.v1.ServerReflection/*", auth.RoleRead).
 		Require("/grpc.reflection.v1alpha.ServerReflection/*", auth.RoleRead).
 		Public("/grpc.health.v1.Health/*")

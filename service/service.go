@@ -98,6 +98,7 @@ type Service struct {
 	admin    *AdminServer
 	auto     *AutoServer
 	recovery *RecoveryServer
+	op       *OperatorServer
 }
 
 // New builds the servers. Run the hub with Run; register the servers with
@@ -119,17 +120,18 @@ func New(cfg Config) (*Service, error) {
 	a := &AdminServer{cfg: cfg, dir: cfg.Directory, ctl: cfg.Control, hub: hub, lg: cfg.Logger}
 	au := &AutoServer{dir: cfg.Directory, admin: a, now: time.Now}
 	r := &RecoveryServer{cfg: cfg, dir: cfg.Directory, lg: cfg.Logger}
-	return &Service{hub: hub, dir: d, admin: a, auto: au, recovery: r}, nil
+	return &Service{hub: hub, dir: d, admin: a, auto: au, recovery: r, op: &OperatorServer{a: a}}, nil
 }
 
-// Register registers the Directory, Admin, Info and Recovery services on srv, which must
-// have been built with ServerOptions().
+// Register registers the Directory, Admin, Info, Auto, Recovery and
+// Operator services on srv, which must have been built with ServerOptions().
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	slotdv1.RegisterDirectoryServer(srv, s.dir)
 	slotdv1.RegisterAdminServer(srv, s.admin)
 	slotdv1.RegisterInfoServer(srv, &InfoServer{serverID: s.admin.cfg.ServerID})
 	slotdv1.RegisterAutoServer(srv, s.auto)
 	slotdv1.RegisterRecoveryServer(srv, s.recovery)
+	slotdv1.RegisterOperatorServer(srv, s.op)
 }
 
 // Run follows the directory until ctx is done; WatchMap streams end when

@@ -64,7 +64,7 @@ func TestUsageErrorsSendNothing(t *testing.T) {
 		{"token without tls", []string{"status", "--token-file", "x"}, "needs TLS"},
 		{"cert without key", []string{"status", "--tls-cert", "x"}, "go together"},
 		{"rebalance json asks", []string{"rebalance", "-o", "json"}, "pass --yes"},
-		{"nodes without verb", []string{"nodes"}, "list|add|drain|undrain|remove|weight"},
+		{"nodes without verb", []string{"nodes"}, "list|add|set-addr|drain|undrain|remove|weight"},
 		{"nodes weight args", []string{"nodes", "weight", "n1"}, "accepts 2 arg"},
 		{"timeout zero", []string{"status", "--timeout", "0s"}, "--timeout must be positive"},
 		{"bad endpoint", []string{"status", "--endpoints", "nohostport"}, "not host:port"},

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/slotd/slotd/api/slotdv1"
@@ -24,6 +25,7 @@ type conn struct {
 	cc    *grpc.ClientConn
 	admin slotdv1.AdminClient
 	dir   slotdv1.DirectoryClient
+	op    slotdv1.OperatorClient
 }
 
 func (c *conn) Close() error { return c.cc.Close() }
@@ -64,6 +66,14 @@ func (g *globals) dial() (*conn, error) {
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(tok))
 	}
+	if g.reason != "" {
+		// Every call carries the operator's why; slotd records it in the
+		// audit log with the change (service.ReasonMetadata).
+		reason := g.reason
+		opts = append(opts, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+			return invoker(metadata.AppendToOutgoingContext(ctx, "slotd-reason", reason), method, req, reply, cc, callOpts...)
+		}))
+	}
 	cc, err := replicas.Dial("slotctl", eps, opts...)
 	if errors.Is(err, replicas.ErrBadEndpoint) {
 		return nil, usagef("%v", err)
@@ -71,7 +81,7 @@ func (g *globals) dial() (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to slotd at %s: %w", g.endpoints, err)
 	}
-	return &conn{cc: cc, admin: slotdv1.NewAdminClient(cc), dir: slotdv1.NewDirectoryClient(cc)}, nil
+	return &conn{cc: cc, admin: slotdv1.NewAdminClient(cc), dir: slotdv1.NewDirectoryClient(cc), op: slotdv1.NewOperatorClient(cc)}, nil
 }
 
 // call bounds one request by --timeout.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,15 +14,21 @@ import (
 func init() { register(newHistoryCmd) }
 
 // historyJSON is `slotctl history -o json`: the newest --limit matching
-// directory changes, oldest first.
+// entries, newest first (--reverse: the same entries oldest first).
 //
-//	{"entries": [{"version": 9, "time": "2026-01-02T03:04:05.123Z", "kind": "slot_moved",
+//	{"entries": [{"version": 9, "time": "2026-01-02T03:04:05.123Z", "category": "move",
+//	              "action": "move-commit", "kind": "slot_moved",
 //	              "slot": 17, "from": "n1", "to": "n4", "node_id": "", "move_id": "...",
-//	              "plan_id": "...", "operator": "alice", "reason": "..."}]}
+//	              "plan_id": "...", "operator": "alice", "reason": "...", "detail": ""}]}
 //
-// kind is one of bootstrap, node_added, node_changed, node_removed,
-// move_started, move_phase, slot_moved, move_aborted, plan. slot, from and
-// to are set only for moves (slot is null otherwise).
+// category is move (per-move history), plan (apply, pause, resume, cancel,
+// rollback, move), node (register, add, address, weight, drain, undrain,
+// remove, down, up) or cluster (bootstrap, throttle, policy); action is
+// the precise event. kind is the coarse kind older slotctl printed:
+// bootstrap, node_added, node_changed, node_removed, move_started,
+// move_phase, slot_moved, move_aborted, plan or cluster. version is 0 for
+// changes outside the versioned table (plans, throttle). slot, from and to
+// are set only for moves (slot is null otherwise).
 type historyJSON struct {
 	Entries []historyEntryJSON `json:"entries"`
 }
@@ -29,6 +36,8 @@ type historyJSON struct {
 type historyEntryJSON struct {
 	Version  uint64  `json:"version"`
 	Time     string  `json:"time"`
+	Category string  `json:"category"`
+	Action   string  `json:"action"`
 	Kind     string  `json:"kind"`
 	Slot     *uint32 `json:"slot"`
 	From     string  `json:"from"`
@@ -38,67 +47,88 @@ type historyEntryJSON struct {
 	PlanID   string  `json:"plan_id"`
 	Operator string  `json:"operator"`
 	Reason   string  `json:"reason"`
+	Detail   string  `json:"detail"`
 }
 
 type historyOptions struct {
-	limit int
-	plan  string
-	node  string
-	since uint64
+	limit   int
+	plan    string
+	node    string
+	since   uint64
+	kind    string
+	reverse bool
 }
 
-// historyPage is how many entries one History call asks for.
-const historyPage = 1000
+var logKindOf = map[string]slotdv1.LogKind{
+	"":        slotdv1.LogKind_LOG_KIND_UNSPECIFIED,
+	"move":    slotdv1.LogKind_LOG_KIND_MOVE,
+	"plan":    slotdv1.LogKind_LOG_KIND_PLAN,
+	"node":    slotdv1.LogKind_LOG_KIND_NODE,
+	"cluster": slotdv1.LogKind_LOG_KIND_CLUSTER,
+}
 
 func newHistoryCmd(g *globals) *cobra.Command {
 	var o historyOptions
 	cmd := &cobra.Command{
-		Use:   "history [--limit N]",
-		Short: "Show the newest directory changes: who changed what, when and why",
+		Use:   "history [--kind move|plan|node|cluster] [--limit N] [--reverse]",
+		Short: "Show what happened, newest first: who did what, when and why",
+		Long: `history lists the audit log (every operator action on plans, nodes and the
+cluster, with the caller's authenticated identity and --reason) together with
+the per-move history (each move's start, phases, commit or abort), newest
+first. The audit log is kept apart from the per-move history, so a long
+rebalance does not push node and cluster events out. --kind picks one part:
+move, plan, node or cluster. --reverse prints the same entries oldest first.`,
 		Example: `  slotctl history --limit 20
+  slotctl history --kind node
+  slotctl history --plan p-12-3f9a1c0b2d4e --reverse
   slotctl history --node n4 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.limit < 1 {
 				return usagef("--limit must be at least 1")
 			}
+			kind, ok := logKindOf[o.kind]
+			if !ok {
+				return usagef("--kind %q: want move, plan, node or cluster", o.kind)
+			}
 			return g.withConn(cmd.Context(), func(ctx context.Context, c *conn) error {
-				// slotd pages oldest first; keep the newest limit entries.
-				var kept []*slotdv1.HistoryEntry
-				since := o.since
-				for {
-					cctx, cancel := g.call(ctx)
-					resp, err := c.admin.History(cctx, &slotdv1.HistoryRequest{SinceVersion: since, Limit: historyPage, PlanId: o.plan, NodeId: o.node})
-					cancel()
-					if err != nil {
-						return err
-					}
-					kept = append(kept, resp.GetEntries()...)
-					if over := len(kept) - o.limit; over > 0 {
-						kept = kept[over:]
-					}
-					if resp.GetNextSinceVersion() == 0 || resp.GetNextSinceVersion() <= since {
-						break
-					}
-					since = resp.GetNextSinceVersion()
+				cctx, cancel := g.call(ctx)
+				defer cancel()
+				resp, err := c.op.Log(cctx, &slotdv1.LogRequest{Kind: kind, Limit: uint32(min(o.limit, 10000)),
+					Reverse: o.reverse, PlanId: o.plan, NodeId: o.node})
+				if err != nil {
+					return err
 				}
 				out := historyJSON{Entries: []historyEntryJSON{}}
-				for _, e := range kept {
-					h := historyEntryJSON{
-						Version: e.GetVersion(), Time: timeJSON(e.GetTime()), Kind: historyKind(e.GetKind()),
-						From: e.GetFrom(), To: e.GetTo(), NodeID: e.GetNodeId(), MoveID: e.GetMoveId(),
-						PlanID: e.GetPlanId(), Operator: e.GetOperator(), Reason: e.GetReason(),
+				for _, e := range resp.GetEntries() {
+					if o.since > 0 && e.GetVersion() <= o.since {
+						continue
 					}
-					if e.GetMoveId() != "" {
+					h := historyEntryJSON{
+						Version: e.GetVersion(), Time: timeJSON(e.GetTime()), Category: logCategory(e.GetKind()),
+						Action: e.GetAction(), Kind: coarseKind(e), From: e.GetFrom(), To: e.GetTo(), NodeID: e.GetNodeId(),
+						MoveID: e.GetMoveId(), PlanID: e.GetPlanId(), Operator: e.GetOperator(), Reason: e.GetReason(),
+						Detail: e.GetDetail(),
+					}
+					if e.GetHasSlot() {
 						s := e.GetSlot()
 						h.Slot = &s
 					}
 					out.Entries = append(out.Entries, h)
 				}
 				return g.print(out, func(w io.Writer) error {
-					t := newTable(w, "VERSION", "TIME", "KIND", "WHAT", "PLAN", "OPERATOR", "REASON")
+					if len(out.Entries) == 0 {
+						_, err := fmt.Fprintln(w, "no entries")
+						return err
+					}
+					t := newTable(w, "TIME", "VERSION", "KIND", "ACTION", "WHAT", "PLAN", "OPERATOR", "REASON")
 					for i, h := range out.Entries {
-						t.row(h.Version, formatTime(kept[i].GetTime()), h.Kind, historyWhat(h), orDash(h.PlanID), orDash(h.Operator), orDash(h.Reason))
+						version := "-"
+						if h.Version > 0 {
+							version = fmt.Sprint(h.Version)
+						}
+						t.row(formatTime(resp.GetEntries()[i].GetTime()), version, h.Category, h.Action, historyWhat(h),
+							orDash(h.PlanID), orDash(h.Operator), orDash(h.Reason))
 					}
 					return t.flush()
 				})
@@ -106,19 +136,56 @@ func newHistoryCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&o.limit, "limit", 20, "show at most this many of the newest entries")
+	cmd.Flags().StringVar(&o.kind, "kind", "", "only this kind: move, plan, node or cluster")
+	cmd.Flags().BoolVar(&o.reverse, "reverse", false, "oldest first")
 	cmd.Flags().StringVar(&o.plan, "plan", "", "only entries of this plan")
 	cmd.Flags().StringVar(&o.node, "node", "", "only entries about this node")
-	cmd.Flags().Uint64Var(&o.since, "since", 0, "only entries after this directory version")
+	cmd.Flags().Uint64Var(&o.since, "since", 0, "only versioned changes after this directory version")
 	return cmd
+}
+
+func logCategory(k slotdv1.LogKind) string { return enumName(k, "LOG_KIND_") }
+
+// coarseKind is the kind older slotctl printed for an entry.
+func coarseKind(e *slotdv1.LogEntry) string {
+	a := e.GetAction()
+	switch {
+	case a == "bootstrap":
+		return "bootstrap"
+	case a == "node-register" || a == "node-add":
+		return "node_added"
+	case a == "node-remove":
+		return "node_removed"
+	case strings.HasPrefix(a, "node-"):
+		return "node_changed"
+	case a == "move-begin":
+		return "move_started"
+	case a == "move-advance":
+		return "move_phase"
+	case a == "move-commit":
+		return "slot_moved"
+	case a == "move-abort":
+		return "move_aborted"
+	case e.GetKind() == slotdv1.LogKind_LOG_KIND_PLAN:
+		return "plan"
+	}
+	return "cluster"
 }
 
 // historyWhat says in a few words what an entry changed.
 func historyWhat(h historyEntryJSON) string {
+	var what string
 	switch {
 	case h.Slot != nil:
-		return fmt.Sprintf("slot %d %s->%s", *h.Slot, h.From, h.To)
+		what = fmt.Sprintf("slot %d %s->%s", *h.Slot, h.From, h.To)
 	case h.NodeID != "":
-		return "node " + h.NodeID
+		what = "node " + h.NodeID
 	}
-	return "-"
+	switch {
+	case what == "":
+		return orDash(h.Detail)
+	case h.Detail != "":
+		return what + ": " + h.Detail
+	}
+	return what
 }

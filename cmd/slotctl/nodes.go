@@ -19,12 +19,12 @@ func registerNodes(f func(*globals) *cobra.Command) { nodeCommands = append(node
 func newNodesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "nodes",
-		Short: "List, add, drain, undrain, remove and reweight store nodes",
+		Short: "List, add, re-address, drain, undrain, remove and reweight store nodes",
 		Example: `  slotctl nodes list
   slotctl nodes drain n3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("say what to do: slotctl nodes list|add|drain|undrain|remove|weight (see slotctl nodes --help)")
+			return usagef("say what to do: slotctl nodes list|add|set-addr|drain|undrain|remove|weight (see slotctl nodes --help)")
 		},
 	}
 	for _, add := range nodeCommands {

@@ -20,7 +20,11 @@ func newNodesAddCmd(g *globals) *cobra.Command {
 itself when it starts and then keeps its registration alive with heartbeats; a
 node added here that never heartbeats is marked down after a while. To add a
 node and fill it in one reviewed step, use slotctl plan --add instead.
-Registering an existing node updates its address and zone, keeping its weight.`,
+
+add never re-points a node: it refuses (exit 3, nothing changes) an id that
+is registered at another address and an address another node has, saying
+what each node owns. Change an address with slotctl nodes set-addr. Adding a
+node exactly as it is registered changes nothing.`,
 		Example: `  slotctl nodes add n4=127.0.0.1:7504
   slotctl nodes add n4=127.0.0.1:7504,zone=b,weight=2`,
 		Args: cobra.ExactArgs(1),
@@ -32,11 +36,15 @@ Registering an existing node updates its address and zone, keeping its weight.`,
 			return g.withConn(cmd.Context(), func(ctx context.Context, c *conn) error {
 				cctx, cancel := g.call(ctx)
 				defer cancel()
-				resp, err := c.admin.RegisterNode(cctx, &slotdv1.RegisterNodeRequest{
-					Node: &slotdv1.Node{Id: n.Id, Address: n.Address, Zone: n.Zone, Weight: n.Weight},
+				resp, err := c.op.AddNode(cctx, &slotdv1.AddNodeRequest{
+					Node:     &slotdv1.Node{Id: n.Id, Address: n.Address, Zone: n.Zone, Weight: n.Weight},
+					Operator: g.operator,
 				})
 				if err != nil {
 					return err
+				}
+				if !resp.GetAdded() {
+					return g.printNodeChange("already registered:", resp.GetNode(), resp.GetVersion(), "nothing changed")
 				}
 				return g.printNodeChange("registered", resp.GetNode(), resp.GetVersion(),
 					"it owns no slots yet; fill it with: slotctl rebalance")

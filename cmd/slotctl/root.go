@@ -44,6 +44,7 @@ type globals struct {
 	timeout   time.Duration
 	output    string
 	operator  string
+	reason    string
 	tlsCA     string
 	tlsCert   string
 	tlsKey    string
@@ -112,6 +113,7 @@ or a precondition failed; nothing changed).`,
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "timeout of each request to slotd")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	pf.StringVar(&g.operator, "operator", defaultOperator(), "name recorded in history for changes (ignored when slotd authenticates callers)")
+	pf.StringVar(&g.reason, "reason", "", "why: recorded in the audit log with the change (slotctl history)")
 	pf.StringVar(&g.tlsCA, "tls-ca", os.Getenv("SLOTCTL_TLS_CA"), "CA (PEM) that verifies slotd's certificate; enables TLS (env SLOTCTL_TLS_CA)")
 	pf.StringVar(&g.tlsCert, "tls-cert", os.Getenv("SLOTCTL_TLS_CERT"), "client certificate (PEM) with an admin role; enables TLS (env SLOTCTL_TLS_CERT)")
 	pf.StringVar(&g.tlsKey, "tls-key", os.Getenv("SLOTCTL_TLS_KEY"), "private key (PEM) for --tls-cert (env SLOTCTL_TLS_KEY)")

@@ -27,6 +27,15 @@ func TestTLSAndToken(t *testing.T) {
 	if len(h.Entries) != 1 || h.Entries[0].Operator == "tester" || h.Entries[0].Operator == "" {
 		t.Fatalf("history records %+v; want the token's identity, not the claimed operator", h.Entries)
 	}
+	// The audit log records the token's identity for a change, whatever
+	// operator the command line claims.
+	s.ok(t, append(token, "throttle", "4MiB/s", "--reason", "with a token")...)
+	var c historyJSON
+	decode(t, s.ok(t, append(token, "history", "--kind", "cluster", "-o", "json")...), &c)
+	if len(c.Entries) != 2 || c.Entries[0].Action != "throttle" || c.Entries[0].Operator != h.Entries[0].Operator ||
+		c.Entries[0].Reason != "with a token" {
+		t.Fatalf("audit log %+v; want the throttle by the token's identity %q", c.Entries, h.Entries[0].Operator)
+	}
 	if out := s.ok(t, "--tls-ca", set.CA, "--tls-cert", set.AdminCert, "--tls-key", set.AdminKey, "status"); !strings.Contains(out, "n2") {
 		t.Fatalf("status with an admin certificate: %q", out)
 	}
