@@ -64,6 +64,9 @@ const (
 	ActionMove     = "move"
 	ActionThrottle = "throttle"
 	ActionNodeAdd  = "node-add"
+	// ActionAutoPolicy: the automatic balancer's policy changed (on, off,
+	// freeze, a setting).
+	ActionAutoPolicy = "auto-policy"
 )
 
 // DefaultAuditLimit is how many entries of each kind are kept.

@@ -212,6 +212,14 @@ func TestAuditSameTxn(t *testing.T) {
 	if r != rev(d.k.throttle()) || e.By != "erin" || !strings.Contains(e.Detail, "1048576 bytes/s") {
 		t.Fatalf("throttle entry %+v at revision %d, throttle key at %d", e, r, rev(d.k.throttle()))
 	}
+	// The balancer's policy: audited with who and why.
+	if _, err := d.UpdateAutoPolicy(ctx, "frank", "freeze for the sale", func(p *AutoPolicy) error { p.Frozen = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	e, r = newest(AuditCluster)
+	if r != rev(d.k.autoPolicy()) || e.Action != ActionAutoPolicy || e.By != "frank" || e.Reason != "freeze for the sale" || !strings.Contains(e.Detail, "frozen true") {
+		t.Fatalf("policy entry %+v at revision %d, policy key at %d", e, r, rev(d.k.autoPolicy()))
+	}
 	// A move is history, not audit.
 	before = count()
 	snap, err := d.Snapshot(ctx)

@@ -1,6 +1,7 @@
 package directory
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -128,7 +129,20 @@ func (d *Directory) UpdateAutoPolicy(ctx context.Context, by, reason string, edi
 		if err := p.Validate(); err != nil {
 			return AutoPolicy{}, err
 		}
-		ok, err := d.putJSON(ctx, "write auto policy", d.k.autoPolicy(), rev, p)
+		// The change is audited in its own txn (audit.go).
+		actx := ctx
+		if pendingFrom(ctx, AuditCluster) == nil {
+			actx = WithAudit(ctx, AuditEntry{Kind: AuditCluster, Action: ActionAutoPolicy, By: by, Reason: reason})
+		}
+		audit, written, err := d.auditOps(actx, func(e *AuditEntry) {
+			e.Detail = cmp.Or(e.Detail, fmt.Sprintf("enabled %t frozen %t tolerance %g window %v interval %v balance-by %s",
+				p.Enabled, p.Frozen, p.Tolerance, p.Window, p.Interval, p.BalanceBy))
+		}, AuditCluster)
+		if err != nil {
+			return AutoPolicy{}, err
+		}
+		ok, err := d.putJSON(ctx, "write auto policy", d.k.autoPolicy(), rev, p, audit...)
+		written(err == nil && ok)
 		if err != nil {
 			return AutoPolicy{}, err
 		}
@@ -222,7 +236,7 @@ func (d *Directory) getJSON(ctx context.Context, op, key string, v any) (int64, 
 
 // putJSON writes v under key if its mod revision is still rev (0: the key
 // must not exist); ok is false when it was not.
-func (d *Directory) putJSON(ctx context.Context, op, key string, rev int64, v any) (ok bool, err error) {
+func (d *Directory) putJSON(ctx context.Context, op, key string, rev int64, v any, also ...clientv3.Op) (ok bool, err error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return false, fmt.Errorf("directory: %s: %w", op, err)
@@ -231,7 +245,7 @@ func (d *Directory) putJSON(ctx context.Context, op, key string, rev int64, v an
 	defer cancel()
 	resp, err := d.cli.Txn(rctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
-		Then(clientv3.OpPut(key, string(b))).
+		Then(append([]clientv3.Op{clientv3.OpPut(key, string(b))}, also...)...).
 		Commit()
 	if err != nil {
 		return false, fromEtcd(ctx, op, err)
