@@ -25,6 +25,7 @@ var codeOf = []struct {
 	{directory.ErrInvalid, codes.InvalidArgument},
 	{mover.ErrInvalid, codes.InvalidArgument},
 	{mover.ErrBadPlan, codes.InvalidArgument},
+	{errPlanFile, codes.InvalidArgument},
 	{directory.ErrNotFound, codes.NotFound},
 	{mover.ErrNotFound, codes.NotFound},
 	{directory.ErrAlreadyBootstrapped, codes.AlreadyExists},
