@@ -129,6 +129,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	if err := applyMigrations(ctx, s.dir, lg); err != nil {
+		if errors.Is(err, directory.ErrUnavailable) {
+			// The first etcd request: say which etcd did not answer.
+			return nil, fmt.Errorf("etcd at %s did not answer within --request-timeout %s (is it running, and are --etcd-endpoints and the etcd TLS flags right?): %w",
+				strings.Join(s.endpoints, ","), cfg.RequestTimeout, err)
+		}
 		return nil, err
 	}
 	etcdID, err := etcdClusterID(ctx, s.cli, cfg.RequestTimeout)

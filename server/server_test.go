@@ -118,3 +118,22 @@ func freeAddr(t *testing.T) string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// TestUnreachableEtcdNamed: an etcd that does not answer is named in the
+// error, with what to check.
+func TestUnreachableEtcdNamed(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	cfg := DefaultConfig()
+	cfg.EtcdEndpoints = []string{"http://" + dead}
+	cfg.Listen, cfg.HTTP = "127.0.0.1:0", ""
+	cfg.RequestTimeout = time.Second
+	_, err = New(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "etcd at http://"+dead+" did not answer") {
+		t.Fatalf("New over a dead etcd: %v", err)
+	}
+}
