@@ -62,10 +62,12 @@ func followReadiness(ctx context.Context, hs *health.Server, dir *directory.Dire
 	}
 }
 
-// httpMux serves /metrics, /healthz (the process runs) and /readyz (etcd
-// answers and holds a schema this binary supports).
-func httpMux(reg *prometheus.Registry, dir *directory.Directory, svc *service.Service) http.Handler {
+// httpMux serves /metrics, /healthz (the process runs), /readyz (etcd
+// answers and holds a schema this binary supports) and, everywhere else,
+// ui: the web console (/ redirects to /ui/).
+func httpMux(reg *prometheus.Registry, dir *directory.Directory, svc *service.Service, ui http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/", ui)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/slotd/slotd/auth"
+	"github.com/slotd/slotd/console"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/embedetcd"
 	"github.com/slotd/slotd/migrations"
@@ -239,7 +240,16 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		if s.hlis, err = net.Listen("tcp", cfg.HTTP); err != nil {
 			return nil, fmt.Errorf("HTTP listener: %w", err)
 		}
-		s.hsrv = &http.Server{Handler: httpMux(s.reg, s.dir, s.svc), ReadHeaderTimeout: 10 * time.Second}
+		// The web console (/ui/ and its JSON under /api/v1/) shares the
+		// port and, with roles on, gRPC's identities and policy. Load: a
+		// console.LoadSource goes in console.Config.Load once stores report.
+		ui, err := console.New(console.Config{Source: console.FromService(s.svc, s.dir), Authorizer: s.az, Logger: lg})
+		if err != nil {
+			return nil, err
+		}
+		s.hsrv = &http.Server{Handler: httpMux(s.reg, s.dir, s.svc, ui), ReadHeaderTimeout: 10 * time.Second,
+			// Failed handshakes and the like: debug, not stderr.
+			ErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelDebug)}
 		if s.ts != nil {
 			s.hsrv.TLSConfig = s.ts.TLSConfig()
 		}
