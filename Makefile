@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 TOOLS := $(CURDIR)/bin/tools
 
-.PHONY: all build test bench bench-compare e2e demo proto tools fuzz fuzz-short help clean certs hooks promtool rules
+.PHONY: chromium all build test bench bench-compare e2e demo proto tools fuzz fuzz-short help clean certs hooks promtool rules
 
 all: build
 
@@ -23,6 +23,7 @@ build: ## build slotd, slotctl and slotkv into bin/
 test: ## vet + unit + integration tests (race detector), alert rule tests, then a short fuzz run, as CI runs them
 	$(GO) vet ./...
 	@$(MAKE) --no-print-directory rules
+	@$(MAKE) --no-print-directory chromium
 	$(GO) test -race -count=1 -timeout 12m ./...
 	@$(MAKE) --no-print-directory fuzz-short
 
@@ -81,6 +82,15 @@ promtool: ## install promtool (Debian's prometheus package) when it is missing
 rules: promtool ## check the Prometheus alert rules in deploy/prometheus and run their unit tests (promtool test rules)
 	promtool check rules deploy/prometheus/slotd-rules.yml
 	cd deploy/prometheus && promtool test rules slotd-rules.test.yml
+
+# The console's browser tests (console/browser_test.go) drive Debian's
+# chromium; with CI=true a missing browser fails them instead of skipping.
+# apt-get waits for another apt-get holding the dpkg lock (up to 5 minutes).
+chromium: ## install Debian's chromium (headless browser for the console's tests) when it is missing
+	@command -v chromium >/dev/null || { \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=300 chromium || \
+		{ apt-get -o DPkg::Lock::Timeout=300 update && apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=300 chromium; }; }
 
 hooks: ## install the git pre-commit hook that refuses binaries and files over 512 KiB
 	install -m 0755 scripts/githooks/pre-commit "$$(git rev-parse --git-common-dir)/hooks/pre-commit"
