@@ -10,11 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"net/http/httptest"
+
 	"github.com/chromedp/chromedp"
 
 	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/client"
+	"github.com/slotd/slotd/console"
 	"github.com/slotd/slotd/internal/browsertest"
 	"github.com/slotd/slotd/internal/waitfor"
+	"github.com/slotd/slotd/mover/planner"
 )
 
 // cellColors reads the colour at the centre of every slot's cell of the
@@ -174,5 +179,56 @@ func checkCells(t *testing.T, b *browsertest.Browser, owners []string, colors ma
 	}
 	if bad > 0 {
 		t.Fatalf("%d of %d cells do not show their owner: %s", bad, len(owners), strings.Join(first, "; "))
+	}
+}
+
+// TestConsoleHeatMapInBrowser: with measured load from one node, the bytes
+// heat map paints that node's slots on the ramp (an empty slot at its low
+// end) and the other node's slots grey: unmeasured, never zero.
+func TestConsoleHeatMapInBrowser(t *testing.T) {
+	b := browsertest.New(t)
+	c := startCluster(t, 2)
+	src := grpcSource{c: c.slotd.Client(t, client.Options{}), admin: c.admin,
+		dir: slotdv1.NewDirectoryClient(c.slotd.Dial(t)), d: c.slotd.Directory(t)}
+	m := src.Map()
+	n1 := m.SlotsOf("n1")
+	var hot, idle = -1, -1
+	for s := range n1.All() {
+		if hot < 0 {
+			hot = s.Int()
+		} else if idle < 0 {
+			idle = s.Int()
+		}
+	}
+	h, err := console.New(console.Config{Source: src, Load: fakeLoad{"n1": {
+		Slots: []planner.SlotLoad{{Slot: uint16(hot), Keys: 100, Bytes: 1 << 20, Reads: 50}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	b.Do(t, chromedp.Navigate(srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.ID("map")))
+	waitfor.True(t, 30*time.Second, "the bytes heat map", func() bool {
+		return browsertest.Eval[bool](t, b, `(() => { const r = document.querySelector("input[value=bytes]");
+			if (r.disabled) return false; if (!r.checked) r.click(); return document.body.dataset.mode === "bytes"; })()`)
+	})
+	var cells []string
+	waitfor.True(t, 30*time.Second, "the load drawn", func() bool {
+		cells = browsertest.Eval[[]string](t, b, cellColors)
+		return cells[hot] != cells[idle]
+	})
+	const grey, low = "#5a5a5a", "#30123b"
+	if cells[idle] != low || cells[hot] == grey || cells[hot] == low {
+		t.Fatalf("n1's slots: hot %s, idle %s; want the ramp (idle at %s)", cells[hot], cells[idle], low)
+	}
+	n2 := m.SlotsOf("n2")
+	for s := range n2.All() {
+		if cells[s.Int()] != grey {
+			t.Fatalf("slot %d of n2 (no load report) is %s, want grey %s", s.Int(), cells[s.Int()], grey)
+		}
+	}
+	if errs := b.Errors(t); len(errs) > 0 {
+		t.Fatalf("the page reported errors:\n%s", strings.Join(errs, "\n"))
 	}
 }

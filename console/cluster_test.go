@@ -33,7 +33,7 @@ type cluster struct {
 
 // startCluster starts slotd and stores n1..nN, and bootstraps the
 // directory over them; edits change slotd's configuration (TLS).
-func startCluster(t *testing.T, stores int, edits ...func(*server.Config)) *cluster {
+func startCluster(t testing.TB, stores int, edits ...func(*server.Config)) *cluster {
 	t.Helper()
 	s := slotdtest.Start(t, append([]func(*server.Config){func(c *server.Config) {
 		c.HTTP = "127.0.0.1:0"
@@ -61,7 +61,7 @@ func startCluster(t *testing.T, stores int, edits ...func(*server.Config)) *clus
 }
 
 // startStore serves a slotkv store that follows slotd's map.
-func startStore(t *testing.T, id, slotdAddr string) string {
+func startStore(t testing.TB, id, slotdAddr string) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -100,7 +100,7 @@ func startStore(t *testing.T, id, slotdAddr string) string {
 
 // owners reads the owner of every slot from the directory in etcd: the
 // truth the console must show.
-func (c *cluster) owners(t *testing.T) (version uint64, owners []string) {
+func (c *cluster) owners(t testing.TB) (version uint64, owners []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
