@@ -10,6 +10,7 @@ import (
 
 	"github.com/slotd/slotd/auth"
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/load"
 	"github.com/slotd/slotd/mover"
 )
 
@@ -38,6 +39,9 @@ var codeOf = []struct {
 	{directory.ErrUnavailable, codes.Unavailable},
 	{ErrClosed, codes.Unavailable},
 	{auth.ErrNotThisNode, codes.PermissionDenied},
+	{load.ErrInvalid, codes.InvalidArgument},
+	{load.ErrUnknownNode, codes.NotFound},
+	{load.ErrBehind, codes.Unavailable},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
 }

@@ -125,6 +125,34 @@ func TestNodeIdentity(t *testing.T) {
 					}
 				}
 			}
+			// Load reports: a caller bound to na reports only as na; a
+			// refused report leaves nb unknown.
+			loadClient := func(pair [2]string) slotdv1.LoadClient {
+				tc, err := tlsconf.NewClient(tlsconf.Config{CertFile: pair[0], KeyFile: pair[1], CAFile: caFile})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return slotdv1.NewLoadClient(dial(t, srv.addr(), grpc.WithTransportCredentials(tc.Credentials())))
+			}
+			la, lstore, ladm := loadClient(bound), loadClient(unbound), loadClient(admin)
+			if _, err := la.Report(ctx, &slotdv1.LoadReport{NodeId: "nb", Version: 1}); status.Code(err) != codes.PermissionDenied {
+				t.Fatalf("bound to na reports nb: %v, want PermissionDenied", err)
+			}
+			if _, err := lstore.Report(ctx, &slotdv1.LoadReport{NodeId: "nd", Version: 1}); require != (status.Code(err) == codes.PermissionDenied) {
+				t.Fatalf("unbound store reports nd (required %v): %v", require, err)
+			}
+			if _, err := la.Report(ctx, &slotdv1.LoadReport{NodeId: "na", Version: 1}); status.Code(err) == codes.PermissionDenied {
+				t.Fatalf("bound to na reports na: %v", err)
+			}
+			lr, err := ladm.Get(ctx, &slotdv1.GetLoadRequest{NodeIds: []string{"nb"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range lr.GetNodes() {
+				if n.GetKnown() {
+					t.Errorf("%s known after refused reports", n.GetNodeId())
+				}
+			}
 			nodes, _, err := d.Nodes(ctx)
 			if err != nil {
 				t.Fatal(err)

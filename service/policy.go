@@ -17,6 +17,8 @@ func Policy() *auth.Policy {
 		Require("/slotd.v1.Admin/History", auth.RoleRead).
 		Require("/slotd.v1.Admin/RegisterNode", auth.RoleStore, auth.RoleAdmin).
 		Require("/slotd.v1.Admin/Heartbeat", auth.RoleStore).
+		Require("/slotd.v1.Load/Report", auth.RoleStore).
+		Require("/slotd.v1.Load/Get", auth.RoleRead).
 		Require("/slotd.v1.Auto/*", auth.RoleAdmin).
 		Require("/slotd.v1.Auto/Status", auth.RoleRead).
 		Require("/slotd.v1.Recovery/*", auth.RoleAdmin).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/load"
 	"github.com/slotd/slotd/mover"
 )
 
@@ -99,6 +100,7 @@ type Service struct {
 	auto     *AutoServer
 	recovery *RecoveryServer
 	op       *OperatorServer
+	load     *LoadServer
 }
 
 // New builds the servers. Run the hub with Run; register the servers with
@@ -120,11 +122,16 @@ func New(cfg Config) (*Service, error) {
 	a := &AdminServer{cfg: cfg, dir: cfg.Directory, ctl: cfg.Control, hub: hub, lg: cfg.Logger}
 	au := &AutoServer{dir: cfg.Directory, admin: a, now: time.Now}
 	r := &RecoveryServer{cfg: cfg, dir: cfg.Directory, lg: cfg.Logger}
-	return &Service{hub: hub, dir: d, admin: a, auto: au, recovery: r, op: &OperatorServer{a: a}}, nil
+	agg, err := load.New(load.Config{Map: hubMap{hub}})
+	if err != nil {
+		return nil, err
+	}
+	l := &LoadServer{agg: agg, now: time.Now}
+	return &Service{hub: hub, dir: d, admin: a, auto: au, recovery: r, op: &OperatorServer{a: a}, load: l}, nil
 }
 
-// Register registers the Directory, Admin, Info, Auto, Recovery and
-// Operator services on srv, which must have been built with ServerOptions().
+// Register registers the Directory, Admin, Info, Auto, Recovery, Operator
+// and Load services on srv, which must have been built with ServerOptions().
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	slotdv1.RegisterDirectoryServer(srv, s.dir)
 	slotdv1.RegisterAdminServer(srv, s.admin)
@@ -132,7 +139,12 @@ func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	slotdv1.RegisterAutoServer(srv, s.auto)
 	slotdv1.RegisterRecoveryServer(srv, s.recovery)
 	slotdv1.RegisterOperatorServer(srv, s.op)
+	slotdv1.RegisterLoadServer(srv, s.load)
 }
+
+// Load returns this replica's load aggregate (the planner's input: its
+// NodeLoads).
+func (s *Service) Load() *load.Aggregator { return s.load.agg }
 
 // Run follows the directory until ctx is done; WatchMap streams end when
 // it returns. See Hub.Run.

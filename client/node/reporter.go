@@ -1,0 +1,143 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/slotd/slotd/api/slotdv1"
+)
+
+// DefaultReportInterval is how often a Reporter sends the node's load.
+const DefaultReportInterval = 10 * time.Second
+
+// ReporterConfig configures a Reporter.
+type ReporterConfig struct {
+	// Node is the node whose load is sent (required).
+	Node *Node
+	// Replicas are every slotd replica, one client each (required): each
+	// gets every report, so whichever leads the mover has the load.
+	Replicas []slotdv1.LoadClient
+	// Interval between reports (default DefaultReportInterval; slotd
+	// takes a node as unknown after three intervals without a report).
+	Interval time.Duration
+	// Clock paces the reports (default: the node's clock).
+	Clock Clock
+	// Logger (default: the node's).
+	Logger *slog.Logger
+}
+
+// Reporter sends its node's load to every slotd replica periodically. Safe
+// for concurrent use.
+type Reporter struct {
+	cfg ReporterConfig
+	lg  *slog.Logger
+
+	mu     sync.Mutex    // guards failed
+	failed map[int]error // replica index -> last error, to log changes only
+}
+
+// NewReporter checks cfg and returns a reporter; Run sends.
+func NewReporter(cfg ReporterConfig) (*Reporter, error) {
+	switch {
+	case cfg.Node == nil:
+		return nil, errors.New("node: ReporterConfig.Node is required")
+	case len(cfg.Replicas) == 0:
+		return nil, errors.New("node: ReporterConfig.Replicas is empty")
+	case cfg.Interval < 0:
+		return nil, errors.New("node: ReporterConfig.Interval must not be negative")
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultReportInterval
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = cfg.Node.cfg.Clock
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = cfg.Node.lg
+	}
+	return &Reporter{cfg: cfg, lg: cfg.Logger, failed: map[int]error{}}, nil
+}
+
+// Run reports at once and then every interval until ctx is done. A replica
+// that does not answer is logged (once per change) and tried again at the
+// next interval.
+func (r *Reporter) Run(ctx context.Context) error {
+	for {
+		if err := r.ReportOnce(ctx); err != nil && ctx.Err() == nil {
+			r.lg.Debug("load report not sent", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.cfg.Clock.After(r.cfg.Interval):
+		}
+	}
+}
+
+// Report is the node's load as one LoadReport: the slots it owns with data
+// or traffic (at most every slot) and its hot keys (at most
+// HotKeyCapacity), so its size is bounded.
+func (r *Reporter) Report(ctx context.Context) (*slotdv1.LoadReport, error) {
+	l, err := r.cfg.Node.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep := &slotdv1.LoadReport{
+		NodeId: r.cfg.Node.ID(), Version: l.Version, Interval: durationpb.New(r.cfg.Interval),
+		Slots: make([]*slotdv1.SlotLoad, len(l.Slots)),
+	}
+	for i, s := range l.Slots {
+		rep.Slots[i] = &slotdv1.SlotLoad{
+			Slot: uint32(s.Slot.Uint16()), Keys: uint64(max(s.Keys, 0)), Bytes: uint64(max(s.Bytes, 0)),
+			Reads_1M: s.Reads1m, Writes_1M: s.Writes1m, Reads_10M: s.Reads10m, Writes_10M: s.Writes10m, Tag: s.Tag,
+		}
+	}
+	for _, k := range l.HotKeys {
+		rep.HotKeys = append(rep.HotKeys, &slotdv1.HotKey{Key: k.Key, Slot: uint32(k.Slot.Uint16()), Rate: k.Rate, Error: k.Error, Truncated: k.Truncated})
+	}
+	return rep, nil
+}
+
+// ReportOnce reads the node's load and sends it to every replica at once,
+// each call bounded by the interval. It returns the replicas' errors
+// joined (nil when every one took it).
+func (r *Reporter) ReportOnce(ctx context.Context) error {
+	rep, err := r.Report(ctx)
+	if err != nil {
+		return fmt.Errorf("node: load report: %w", err)
+	}
+	errs := make([]error, len(r.cfg.Replicas))
+	var wg sync.WaitGroup
+	for i, c := range r.cfg.Replicas {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, r.cfg.Interval)
+			defer cancel()
+			_, errs[i] = c.Report(cctx, rep)
+			r.note(i, errs[i])
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// note logs a replica's failure when it differs from its last one, and its
+// recovery.
+func (r *Reporter) note(i int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last, had := r.failed[i]
+	switch {
+	case err == nil && had:
+		delete(r.failed, i)
+		r.lg.Info("load report accepted again", "replica", i)
+	case err != nil && (!had || last.Error() != err.Error()):
+		r.failed[i] = err
+		r.lg.Warn("load report refused or lost", "replica", i, "err", err)
+	}
+}

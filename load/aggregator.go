@@ -1,0 +1,296 @@
+package load
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/api/slotmap"
+	"github.com/slotd/slotd/mover/planner"
+	"github.com/slotd/slotd/slots"
+)
+
+// Errors of Report. Each leaves the aggregate as it was.
+var (
+	// ErrInvalid marks a report with a bad value, slot or size.
+	ErrInvalid = errors.New("load: invalid report")
+	// ErrUnknownNode marks a report from a node that is not registered.
+	ErrUnknownNode = errors.New("load: node not registered")
+	// ErrBehind marks a report at a map version this replica has not seen
+	// yet (or before the directory is bootstrapped): retry later.
+	ErrBehind = errors.New("load: this replica's map is behind the report")
+)
+
+// Bounds on a report.
+const (
+	// DefaultInterval is the report interval assumed when a report gives
+	// none (node.Reporter's default).
+	DefaultInterval = 10 * time.Second
+	MinInterval     = time.Second
+	MaxInterval     = 10 * time.Minute
+	// Expiry is how many report intervals a report lives.
+	Expiry = 3
+	// MaxHotKeys is the most hot keys a report may carry.
+	MaxHotKeys = 256
+	// MaxKeyBytes is the longest hot key a report may carry (the node's
+	// sketch keeps 128 bytes).
+	MaxKeyBytes = 1024
+	// DefaultTolerance is the band View uses to name hot spots: a slot
+	// whose load alone exceeds its node's fair share by more than this.
+	DefaultTolerance = planner.DefaultTolerance
+)
+
+// Map is what reports are checked against: the replica's current map and
+// the slots whose owner changed after an older version. service.Hub is one.
+type Map interface {
+	// Current returns the newest map, nil before the directory is
+	// bootstrapped.
+	Current() *slotmap.Map
+	// ChangedSince returns the slots whose owner changed after version v,
+	// up to the current map; ok is false when that is no longer known (v
+	// is too old) and every slot must be taken as changed.
+	ChangedSince(v uint64) (changed slots.Set, ok bool)
+}
+
+// Config configures an Aggregator.
+type Config struct {
+	// Map checks reports (required).
+	Map Map
+	// Tolerance names hot spots in View (default DefaultTolerance).
+	Tolerance float64
+}
+
+// SlotLoad is one slot's load as its owner reported it.
+type SlotLoad struct {
+	Slot                                   uint16
+	Keys, Bytes                            uint64
+	Reads1m, Writes1m, Reads10m, Writes10m float64
+	Tag                                    string
+}
+
+// HotKey is one of a node's hottest keys as it reported it.
+type HotKey struct {
+	Key         []byte
+	Slot        uint16
+	Rate, Error float64
+	Truncated   bool
+}
+
+// report is a node's last accepted report.
+type report struct {
+	received time.Time
+	version  uint64
+	interval time.Duration
+	slots    []SlotLoad // in slot order
+	hot      []HotKey   // hottest first
+}
+
+func (r *report) known(now time.Time) bool {
+	return now.Sub(r.received) < Expiry*r.interval
+}
+
+// Aggregator holds the last report of every node. Safe for concurrent use.
+type Aggregator struct {
+	cfg Config
+
+	mu      sync.Mutex // guards reports
+	reports map[string]*report
+}
+
+// New returns an empty aggregate: every node unknown.
+func New(cfg Config) (*Aggregator, error) {
+	if cfg.Map == nil {
+		return nil, errors.New("load: Config.Map is required")
+	}
+	if cfg.Tolerance < 0 || math.IsNaN(cfg.Tolerance) || math.IsInf(cfg.Tolerance, 0) {
+		return nil, fmt.Errorf("load: Config.Tolerance %v must be a finite number >= 0", cfg.Tolerance)
+	}
+	if cfg.Tolerance == 0 {
+		cfg.Tolerance = DefaultTolerance
+	}
+	return &Aggregator{cfg: cfg, reports: map[string]*report{}}, nil
+}
+
+// Report checks r and makes it the node's last report, received at now.
+// It returns an error wrapping ErrInvalid, ErrUnknownNode or ErrBehind,
+// and then changes nothing. Slots that changed owner after the report's
+// version are left out (the node owned them then, not now).
+func (a *Aggregator) Report(now time.Time, r *slotdv1.LoadReport) error {
+	rep, err := a.check(r)
+	if err != nil {
+		return err
+	}
+	rep.received = now
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reports[r.GetNodeId()] = rep
+	return nil
+}
+
+func (a *Aggregator) check(r *slotdv1.LoadReport) (*report, error) {
+	id := r.GetNodeId()
+	if id == "" {
+		return nil, fmt.Errorf("%w: node_id is empty", ErrInvalid)
+	}
+	if n := len(r.GetSlots()); n > slots.Count {
+		return nil, fmt.Errorf("%w: %d slots from %s, at most %d", ErrInvalid, n, id, slots.Count)
+	}
+	if n := len(r.GetHotKeys()); n > MaxHotKeys {
+		return nil, fmt.Errorf("%w: %d hot keys from %s, at most %d", ErrInvalid, n, id, MaxHotKeys)
+	}
+	interval := DefaultInterval
+	if r.GetInterval() != nil {
+		if err := r.GetInterval().CheckValid(); err != nil {
+			return nil, fmt.Errorf("%w: interval from %s: %v", ErrInvalid, id, err)
+		}
+		interval = r.GetInterval().AsDuration()
+		if interval < MinInterval || interval > MaxInterval {
+			return nil, fmt.Errorf("%w: interval %v from %s, want %v to %v", ErrInvalid, interval, id, MinInterval, MaxInterval)
+		}
+	}
+	v := r.GetVersion()
+	if v == 0 {
+		return nil, fmt.Errorf("%w: report from %s has no map version", ErrInvalid, id)
+	}
+	m := a.cfg.Map.Current()
+	if m == nil || m.Empty() {
+		return nil, fmt.Errorf("%w: no slot map yet", ErrBehind)
+	}
+	if _, ok := m.Node(id); !ok {
+		return nil, fmt.Errorf("%w: %s (register it first)", ErrUnknownNode, id)
+	}
+	if v > m.Version() {
+		return nil, fmt.Errorf("%w: report from %s at version %d, this replica is at %d", ErrBehind, id, v, m.Version())
+	}
+	var changed slots.Set
+	if v < m.Version() {
+		var ok bool
+		if changed, ok = a.cfg.Map.ChangedSince(v); !ok {
+			return nil, fmt.Errorf("%w: report from %s at version %d, too old for this replica at %d to check", ErrBehind, id, v, m.Version())
+		}
+	}
+	// owned says whether slot n may be reported: it changed hands after
+	// the report's version (then it is skipped: the report cannot speak for
+	// its present owner), or the node owns it now, hence at v.
+	owned := func(what string, n uint32) (keep bool, err error) {
+		if n >= slots.Count {
+			return false, fmt.Errorf("%w: %s slot %d from %s is out of range 0-%d", ErrInvalid, what, n, id, slots.Count-1)
+		}
+		s := slots.MustNew(int(n))
+		switch o := m.OwnerID(s); {
+		case changed.Contains(s):
+			return false, nil // its owner at v is not known here
+		case o == id:
+			return true, nil
+		default:
+			return false, fmt.Errorf("%w: %s slot %d is owned by %s at version %d, not by %s", ErrInvalid, what, n, o, v, id)
+		}
+	}
+	rep := &report{version: v, interval: interval}
+	var seen slots.Set
+	for _, sl := range r.GetSlots() {
+		keep, err := owned("load of", sl.GetSlot())
+		if err != nil {
+			return nil, err
+		}
+		s := slots.MustNew(int(sl.GetSlot()))
+		if seen.Contains(s) {
+			return nil, fmt.Errorf("%w: slot %d listed twice by %s", ErrInvalid, sl.GetSlot(), id)
+		}
+		seen.Add(s)
+		for _, f := range [...]struct {
+			name string
+			v    float64
+		}{{"reads_1m", sl.GetReads_1M()}, {"writes_1m", sl.GetWrites_1M()}, {"reads_10m", sl.GetReads_10M()}, {"writes_10m", sl.GetWrites_10M()}} {
+			if err := checkValue(f.v); err != nil {
+				return nil, fmt.Errorf("%w: slot %d %s %v from %s: %v", ErrInvalid, sl.GetSlot(), f.name, f.v, id, err)
+			}
+		}
+		if keep {
+			rep.slots = append(rep.slots, SlotLoad{
+				Slot: uint16(sl.GetSlot()), Keys: sl.GetKeys(), Bytes: sl.GetBytes(),
+				Reads1m: sl.GetReads_1M(), Writes1m: sl.GetWrites_1M(), Reads10m: sl.GetReads_10M(), Writes10m: sl.GetWrites_10M(),
+				Tag: sl.GetTag(),
+			})
+		}
+	}
+	for _, k := range r.GetHotKeys() {
+		keep, err := owned("hot key's", k.GetSlot())
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case len(k.GetKey()) == 0:
+			return nil, fmt.Errorf("%w: empty hot key from %s", ErrInvalid, id)
+		case len(k.GetKey()) > MaxKeyBytes:
+			return nil, fmt.Errorf("%w: hot key of %d bytes from %s, at most %d", ErrInvalid, len(k.GetKey()), id, MaxKeyBytes)
+		case !k.GetTruncated() && slots.ForKey(k.GetKey()).Uint16() != uint16(k.GetSlot()):
+			return nil, fmt.Errorf("%w: hot key %q from %s is in slot %d, not %d", ErrInvalid, k.GetKey(), id, slots.ForKey(k.GetKey()).Int(), k.GetSlot())
+		}
+		if err := checkValue(k.GetRate()); err != nil {
+			return nil, fmt.Errorf("%w: hot key %q rate %v from %s: %v", ErrInvalid, k.GetKey(), k.GetRate(), id, err)
+		}
+		if err := checkValue(k.GetError()); err != nil {
+			return nil, fmt.Errorf("%w: hot key %q error %v from %s: %v", ErrInvalid, k.GetKey(), k.GetError(), id, err)
+		}
+		if keep {
+			rep.hot = append(rep.hot, HotKey{Key: slices.Clone(k.GetKey()), Slot: uint16(k.GetSlot()), Rate: k.GetRate(), Error: k.GetError(), Truncated: k.GetTruncated()})
+		}
+	}
+	sort.Slice(rep.slots, func(i, j int) bool { return rep.slots[i].Slot < rep.slots[j].Slot })
+	sort.SliceStable(rep.hot, func(i, j int) bool { return rep.hot[i].Rate > rep.hot[j].Rate })
+	return rep, nil
+}
+
+func checkValue(v float64) error {
+	switch {
+	case math.IsNaN(v):
+		return errors.New("not a number")
+	case math.IsInf(v, 0):
+		return errors.New("infinite")
+	case v < 0:
+		return errors.New("negative")
+	}
+	return nil
+}
+
+// NodeLoads returns the load of every node whose report is live at now and
+// that is still in the map: the planner's input. Reads and Writes are the
+// ~10-minute averages. A node missing from the map is unknown.
+func (a *Aggregator) NodeLoads(now time.Time) map[string]planner.NodeLoad {
+	m := a.cfg.Map.Current()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]planner.NodeLoad{}
+	for id, r := range a.reports {
+		if !r.known(now) {
+			continue
+		}
+		if m != nil {
+			if _, ok := m.Node(id); !ok {
+				continue
+			}
+		}
+		nl := planner.NodeLoad{Slots: make([]planner.SlotLoad, len(r.slots))}
+		for i, s := range r.slots {
+			nl.Slots[i] = planner.SlotLoad{Slot: s.Slot, Keys: float64(s.Keys), Bytes: float64(s.Bytes), Reads: s.Reads10m, Writes: s.Writes10m}
+		}
+		for _, k := range r.hot {
+			nl.HotKeys = append(nl.HotKeys, planner.HotKey{Key: string(k.Key), Rate: k.Rate, Err: k.Error, Slot: k.Slot})
+		}
+		out[id] = nl
+	}
+	return out
+}
+
+// Forget drops what is known of node id (it was removed).
+func (a *Aggregator) Forget(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.reports, id)
+}
