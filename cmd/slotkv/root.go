@@ -57,6 +57,7 @@ type options struct {
 	standalone bool
 	fsync      bool
 	exportRate int64
+	loadReport time.Duration
 	logLevel   string
 	tls        tlsOptions
 
@@ -74,6 +75,8 @@ func (o *options) validate() error {
 		return usageError{errors.New("--slotd is empty: give slotd's address, or --standalone to own every slot without slotd")}
 	case o.exportRate < 0:
 		return usageError{errors.New("--export-rate must not be negative")}
+	case o.loadReport < time.Second || o.loadReport > 10*time.Minute:
+		return usageError{fmt.Errorf("--load-report-interval %v: want 1s to 10m", o.loadReport)}
 	case o.reconcileInterval <= 0 || o.reconcileGrace < 0:
 		return usageError{errors.New("--reconcile-interval must be positive, --reconcile-grace not negative")}
 	}
@@ -138,6 +141,7 @@ TLS with --slotd-tls-ca (default --tls-ca) and a store identity:
 	f.BoolVar(&o.standalone, "standalone", false, "own every slot and do not contact slotd (single-node tests and benchmarks)")
 	f.BoolVar(&o.fsync, "fsync", true, "fsync every commit before acknowledging it")
 	f.Int64Var(&o.exportRate, "export-rate", 0, "initial export throttle in bytes/s (0: unlimited; the mover sets it per move)")
+	f.DurationVar(&o.loadReport, "load-report-interval", node.DefaultReportInterval, "how often to send the node's measured load to every slotd in --slotd (1s-10m; slotd takes a node as unknown after three missed reports)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.DurationVar(&o.reconcileInterval, "reconcile-interval", node.DefaultReconcileInterval, "how often the node compares what it holds with the map and cleans up what nothing explains")
 	f.DurationVar(&o.reconcileGrace, "reconcile-grace", node.DefaultReconcileGrace, "how long a left copy, capture or fence must stay unexplained before reconciliation cleans it up")
@@ -219,6 +223,20 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		maps = cm
 	}
 
+	// The load report goes to every replica on a channel of its own (the
+	// shared channel talks to one at a time): each keeps its own aggregate.
+	var loadClients []slotdv1.LoadClient
+	if conn != nil {
+		for _, ep := range strings.Split(o.slotd, ",") {
+			lc, err := replicas.Dial("slotkv-load", []string{ep}, slotdDial...)
+			if err != nil {
+				return fmt.Errorf("slotd address %q: %w", ep, err)
+			}
+			defer lc.Close()
+			loadClients = append(loadClients, slotdv1.NewLoadClient(lc))
+		}
+	}
+
 	var fresh node.FreshMapFunc
 	if conn != nil {
 		rc := slotdv1.NewRecoveryClient(conn)
@@ -250,6 +268,14 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 			OrphanBytes:  srv.Node().OrphanBytes,
 			OnRegistered: srv.Node().RequireMapVersion,
 		})
+		if err != nil {
+			srv.Close()
+			return err
+		}
+	}
+	var reporter *node.Reporter
+	if len(loadClients) > 0 {
+		reporter, err = node.NewReporter(node.ReporterConfig{Node: srv.Node(), Replicas: loadClients, Interval: o.loadReport, Logger: lg})
 		if err != nil {
 			srv.Close()
 			return err
@@ -298,6 +324,9 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	eg.Go(func() error { return srv.Run(egCtx) })
 	eg.Go(func() error { return maps.Run(egCtx) })
 	eg.Go(func() error { return ready.run(egCtx) })
+	if reporter != nil {
+		eg.Go(func() error { return reporter.Run(egCtx) })
+	}
 	if registrar != nil {
 		eg.Go(func() error { return registrar.Run(egCtx) })
 	}
