@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/internal/waitfor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -91,19 +92,7 @@ func setup(t testing.TB, n int, mod func(*Config)) (*etcdtest.Cluster, *Director
 // timing.
 func eventually(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	wait := 10 * time.Millisecond
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, 200*time.Millisecond)
-	}
+	waitfor.Err(t, timeout, "condition", cond)
 }
 
 func mustVersion(t testing.TB, d *Directory) uint64 {

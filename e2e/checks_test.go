@@ -14,8 +14,8 @@ import (
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/e2e/linz"
-	"github.com/slotd/slotd/slotkv/workload"
 	"github.com/slotd/slotd/slotkv/kvpb"
+	"github.com/slotd/slotd/slotkv/workload"
 	"github.com/slotd/slotd/slots"
 )
 

@@ -20,6 +20,7 @@ import (
 	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/e2e/harness"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/slotkv/kvclient"
 	"github.com/slotd/slotd/slotkv/kvpb"
 )
@@ -333,17 +334,11 @@ func (c *cluster) waitPhase(id string, minBytes uint64, phases ...slotdv1.MovePh
 	c.t.Helper()
 	var m *slotdv1.PlannedMove
 	// Catch-up and fence can last well under Eventually's 50ms period, so
-	// this polls on its own, every few milliseconds (bounded).
-	deadline := time.Now().Add(90 * time.Second)
-	var last error
-	for time.Now().Before(deadline) {
-		if last = c.inPhase(id, minBytes, phases, &m); last == nil {
-			return m
-		}
-		time.Sleep(3 * time.Millisecond)
-	}
-	c.t.Fatalf("a move of %s in %v not reached within 90s: %v", id, phases, last)
-	return nil
+	// this polls every few milliseconds (bounded).
+	waitfor.Err(c.t, 90*time.Second, fmt.Sprintf("a move of %s in %v", id, phases), func() error {
+		return c.inPhase(id, minBytes, phases, &m)
+	})
+	return m
 }
 
 func (c *cluster) inPhase(id string, minBytes uint64, phases []slotdv1.MovePhase, m **slotdv1.PlannedMove) error {

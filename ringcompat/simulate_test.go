@@ -8,35 +8,16 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/slotd/slotd/mover/planner"
+	"github.com/slotd/slotd/internal/simplan"
 	"github.com/slotd/slotd/ringcompat"
 	"github.com/slotd/slotd/slots"
 )
-
-// planRebalance is the Rebalance slotctl passes: the planner's minimum-move
-// plan, applied. The planner sits above ringcompat, so only this external
-// test package may import it.
-func planRebalance(owners []string, nodes []ringcompat.Node) ([]string, error) {
-	in := planner.Input{Owners: owners}
-	for _, n := range nodes {
-		in.Nodes = append(in.Nodes, planner.Node{ID: n.ID, Weight: n.Weight, State: planner.StateActive})
-	}
-	p, err := planner.Compute(in)
-	if err != nil {
-		return nil, err
-	}
-	after := slices.Clone(owners)
-	for _, m := range p.Moves {
-		after[m.Slot] = m.To
-	}
-	return after, nil
-}
 
 // TestSimulateSeed001 reproduces seed 001's table and checks that fixed
 // slots move what the plan moves, all of it onto the new server.
 func TestSimulateSeed001(t *testing.T) {
 	res, err := ringcompat.Simulate(ringcompat.SimConfig{
-		Keys: 100_000, Nodes: 4, Add: 1, VNodes: []int{1, 100}, Hash: ringcompat.MD5, Rebalance: planRebalance,
+		Keys: 100_000, Nodes: 4, Add: 1, VNodes: []int{1, 100}, Hash: ringcompat.MD5, Rebalance: simplan.Rebalance,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -93,11 +74,11 @@ func fixedSlotMoves(t *testing.T, keys, n, add int) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := planRebalance(boot, nodes[:n])
+	before, err := simplan.Rebalance(boot, nodes[:n])
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := planRebalance(before, nodes)
+	after, err := simplan.Rebalance(before, nodes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +113,7 @@ func TestSimulateProperties(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := ringcompat.SimConfig{Keys: tc.keys, Nodes: tc.n, Add: tc.add, VNodes: tc.vnodes, Hash: tc.hash, Rebalance: planRebalance}
+			cfg := ringcompat.SimConfig{Keys: tc.keys, Nodes: tc.n, Add: tc.add, VNodes: tc.vnodes, Hash: tc.hash, Rebalance: simplan.Rebalance}
 			res, err := ringcompat.Simulate(cfg)
 			if err != nil {
 				t.Fatal(err)

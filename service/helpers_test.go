@@ -131,16 +131,10 @@ func startServer(t testing.TB, d *directory.Directory, addr string, mod func(*Co
 	var lis net.Listener
 	// A restarted server takes its predecessor's port, which the kernel
 	// may not have released yet.
-	for i := 0; ; i++ {
+	waitfor.Err(t, 2*time.Second, "listen on "+addr, func() (err error) {
 		lis, err = net.Listen("tcp", addr)
-		if err == nil || i == 100 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+		return err
+	})
 	srv := grpc.NewServer(append(ServerOptions(), opts...)...)
 	svc.Register(srv)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -2,12 +2,14 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/client/internal/maptest"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -51,17 +53,12 @@ func TestClusterMapFollowsDirectory(t *testing.T) {
 	defer srv.Stop()
 	waitOwner := func(want Owner) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			got, ok := cm.Owner(s)
-			if ok && got == want {
-				return
+		waitfor.Err(t, 20*time.Second, "the owner", func() error {
+			if got, ok := cm.Owner(s); !ok || got != want {
+				return fmt.Errorf("owner %+v (ok %v), want %+v", got, ok, want)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("owner %+v (ok %v), want %+v", got, ok, want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitOwner(Owner{ID: "a", Addr: "127.0.0.1:7501", Version: 10})
 	m2, err := maptest.Move(m1, 11, s, "b")

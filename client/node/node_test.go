@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -390,23 +391,21 @@ func TestRunSamplesWriteRates(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	key := "{rate}:1"
 	s := slots.ForString(key)
-	deadline := time.Now().Add(20 * time.Second)
-	for i := 0; ; i++ {
+	writes := 0
+	waitfor.Err(t, 20*time.Second, "a write rate", func() error {
 		if err := n.Write(ctx, []byte(key), put(key, "v")); err != nil {
 			t.Fatal(err)
 		}
+		writes++
 		st, err := n.Stats(ctx, s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if st.WritesPerSecond > 0 && st.Keys == 1 && st.Owned {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no write rate after %d writes: %+v", i, st)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return fmt.Errorf("no write rate after %d writes: %+v", writes, st)
+	})
 	if st, _ := n.Stats(ctx, slots.ForString("{idle}")); st.WritesPerSecond != 0 {
 		t.Fatalf("idle slot has rate %v", st.WritesPerSecond)
 	}
@@ -456,13 +455,7 @@ func TestDropResumesAfterRestart(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- n2.Run(rctx) }()
 	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(20 * time.Second)
-	for n2.Dropping(gone) {
-		if time.Now().After(deadline) {
-			t.Fatal("drop did not finish")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.True(t, 20*time.Second, "the drop to finish", func() bool { return !n2.Dropping(gone) })
 	if k, _, _ := st.SlotSize(ctx, gone); k != 0 {
 		t.Fatalf("%d keys left in the dropped slot", k)
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/internal/waitfor"
 )
 
 // flakyAdmin is a slotd Admin server that is unreachable for its first
@@ -92,17 +94,12 @@ func TestRegistrarRetriesAndReregisters(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		regs, expired := admin.counts()
-		if regs >= 2 && expired >= 1 {
-			break
+	waitfor.Err(t, 20*time.Second, "a second registration after an expired session", func() error {
+		if regs, expired := admin.counts(); regs < 2 || expired < 1 {
+			return fmt.Errorf("registrations %d, expired sessions %d", regs, expired)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("registrations %d, expired sessions %d", regs, expired)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -3,13 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/slotd/slotd/mover/planner"
+	"github.com/slotd/slotd/internal/simplan"
 	"github.com/slotd/slotd/ringcompat"
 )
 
@@ -95,7 +94,7 @@ func (o *simulateOptions) config() (ringcompat.SimConfig, error) {
 	}
 	cfg := ringcompat.SimConfig{
 		Keys: o.keys, Nodes: o.nodes, Add: o.add, VNodes: vnodes, Hash: h,
-		Rebalance: planRebalance,
+		Rebalance: simplan.Rebalance,
 	}
 	switch {
 	case o.keys <= 0 || o.keys > ringcompat.MaxSimKeys:
@@ -109,26 +108,6 @@ func (o *simulateOptions) config() (ringcompat.SimConfig, error) {
 		return cfg, usageError{err}
 	}
 	return cfg, nil
-}
-
-// planRebalance applies the planner's minimum-move plan for nodes (all
-// active, weight 1) to owners. Slot sizes are not given to the planner, so
-// the slots it picks do not depend on how many keys they hold: given sizes it
-// would move the lightest slots and under-fill the new servers.
-func planRebalance(owners []string, nodes []ringcompat.Node) ([]string, error) {
-	in := planner.Input{Owners: owners}
-	for _, n := range nodes {
-		in.Nodes = append(in.Nodes, planner.Node{ID: n.ID, Weight: n.Weight, State: planner.StateActive})
-	}
-	p, err := planner.Compute(in)
-	if err != nil {
-		return nil, err
-	}
-	after := slices.Clone(owners)
-	for _, m := range p.Moves {
-		after[m.Slot] = m.To
-	}
-	return after, nil
 }
 
 func printSimulation(w io.Writer, res *ringcompat.SimResult) error {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +27,7 @@ import (
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/devca"
 	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/internal/syncbuf"
 	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/tlsconf"
 )
@@ -44,24 +43,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("net/http.(*connReader).backgroundRead"),
 		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
 	)
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
@@ -84,13 +65,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 type proc struct {
 	cancel context.CancelFunc
 	code   chan int
-	log    *syncBuffer
+	log    *syncbuf.Buffer
 }
 
 func start(t *testing.T, args ...string) *proc {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &proc{cancel: cancel, code: make(chan int, 1), log: &syncBuffer{}}
+	p := &proc{cancel: cancel, code: make(chan int, 1), log: &syncbuf.Buffer{}}
 	go func() { p.code <- runContext(ctx, args, io.Discard, p.log) }()
 	t.Cleanup(func() { p.stop(t) })
 	return p
@@ -167,7 +148,7 @@ func TestUsageErrors(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			var stderr syncBuffer
+			var stderr syncbuf.Buffer
 			if code := runContext(context.Background(), tc.args, io.Discard, &stderr); code != exitUsage {
 				t.Errorf("exit %d, want %d; stderr: %s", code, exitUsage, stderr.String())
 			}
@@ -187,7 +168,7 @@ func TestRefusesNewerSchema(t *testing.T) {
 	if err := d.SetSchema(context.Background(), 0, directory.SchemaVersion+1); err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	code := runContext(context.Background(), []string{"--etcd-endpoints", strings.Join(e.Endpoints(), ","), "--listen", "127.0.0.1:0", "--http", ""}, io.Discard, &stderr)
 	if code != exitSchema || !strings.Contains(stderr.String(), "upgrade this binary") {
 		t.Errorf("exit %d, stderr %q; want %d and a message saying to upgrade", code, stderr.String(), exitSchema)

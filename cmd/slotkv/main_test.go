@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -15,29 +16,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/slotd/slotd/internal/syncbuf"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/slotkv/kvpb"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's logger and the test.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var servingRE = regexp.MustCompile(`slotkv serving.*listen=(\S+) .*http=(\S+)`)
@@ -48,27 +33,9 @@ var servingRE = regexp.MustCompile(`slotkv serving.*listen=(\S+) .*http=(\S+)`)
 func startSlotkv(t *testing.T, args ...string) (grpcAddr, httpAddr string, stop func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := new(syncBuffer)
+	out := new(syncbuf.Buffer)
 	code := make(chan int, 1)
 	go func() { code <- run(ctx, args, out) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if m := servingRE.FindStringSubmatch(out.String()); m != nil {
-			grpcAddr, httpAddr = m[1], m[2]
-			break
-		}
-		select {
-		case c := <-code:
-			cancel()
-			t.Fatalf("slotkv exited with %d: %s", c, out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("slotkv did not start: %s", out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 	var once sync.Once
 	var c int
 	stop = func() int {
@@ -76,6 +43,19 @@ func startSlotkv(t *testing.T, args ...string) (grpcAddr, httpAddr string, stop 
 		return c
 	}
 	t.Cleanup(func() { stop() })
+	waitfor.Err(t, 20*time.Second, "slotkv serving", func() error {
+		if m := servingRE.FindStringSubmatch(out.String()); m != nil {
+			grpcAddr, httpAddr = m[1], m[2]
+			return nil
+		}
+		select {
+		case c := <-code:
+			code <- c // for stop
+			t.Fatalf("slotkv exited with %d: %s", c, out.String())
+		default:
+		}
+		return fmt.Errorf("not serving yet: %s", out.String())
+	})
 	return grpcAddr, httpAddr, stop
 }
 

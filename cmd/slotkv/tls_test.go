@@ -22,6 +22,7 @@ import (
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/devca"
 	"github.com/slotd/slotd/internal/slotdtest"
+	"github.com/slotd/slotd/internal/syncbuf"
 	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/server"
 	"github.com/slotd/slotd/slotkv/kvpb"
@@ -220,20 +221,13 @@ func TestRegistersOverTLS(t *testing.T) {
 	_, _, stop := startSlotkv(t, "--id", "kv-1", "--listen", "127.0.0.1:0", "--http", "", "--data-dir", t.TempDir(), "--fsync=false",
 		"--slotd", slotd, "--tls-cert", set.ServerCert, "--tls-key", set.ServerKey, "--tls-ca", set.CA, "--client-auth", "require",
 		"--slotd-tls-cert", set.StoreCert, "--slotd-tls-key", set.StoreKey)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitfor.True(t, 30*time.Second, "kv-1 registered with slotd over TLS", func() bool {
 		ok, err := registered("kv-1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("kv-1 did not register with slotd over TLS in 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ok
+	})
 	if ok, err := registered("kv-plain"); err != nil || ok {
 		t.Errorf("a slotkv dialing slotd in plaintext registered (%v)", err)
 	}
@@ -258,7 +252,7 @@ func TestTLSUsageErrors(t *testing.T) {
 		{"slotd token in plaintext", []string{"--slotd-token-file", "t"}, "--slotd-token-file needs TLS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var out syncBuffer
+			var out syncbuf.Buffer
 			args := append([]string{"--id", "a", "--data-dir", t.TempDir()}, tc.args...)
 			if c := run(context.Background(), args, &out); c != exitUsage {
 				t.Fatalf("exit %d, want %d: %s", c, exitUsage, out.String())

@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/slotd/slotd/internal/syncbuf"
+	"github.com/slotd/slotd/internal/waitfor"
 )
 
 // binaries are the commands built for every e2e run.
@@ -134,7 +137,7 @@ type Proc struct {
 
 	mu   sync.Mutex // guards cmd, out, done
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 	err  error
 }
@@ -143,7 +146,7 @@ type Proc struct {
 // variables may be given as "K=V" in env.
 func (h *Harness) Start(name, bin string, env []string, args ...string) *Proc {
 	h.t.Helper()
-	p := &Proc{Name: name, h: h, bin: h.Bin(bin), args: args, env: env, out: &syncBuffer{}}
+	p := &Proc{Name: name, h: h, bin: h.Bin(bin), args: args, env: env, out: &syncbuf.Buffer{}}
 	if err := p.start(); err != nil {
 		h.t.Fatalf("harness: start %s: %v", name, err)
 	}
@@ -280,17 +283,7 @@ func (h *Harness) Run(ctx context.Context, bin string, env []string, args ...str
 // than needed, so a fast machine finishes fast and a slow one still passes.
 func (h *Harness) Eventually(timeout time.Duration, what string, cond func() error) {
 	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("harness: %s not reached within %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.ErrEvery(h.t, timeout, 50*time.Millisecond, what, cond)
 }
 
 // cleanup kills every process (stop order: reverse of start, so clients go
@@ -310,23 +303,4 @@ func (h *Harness) cleanup() {
 			h.t.Logf("----- output of %s -----\n%s", p.Name, p.Output())
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's stdout and stderr
-// writers and concurrent readers.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -7,6 +7,7 @@
 //
 //	waitfor.Err(t, 20*time.Second, "the watcher", func() error { ... })
 //	waitfor.True(t, 20*time.Second, "version 12", func() bool { ... })
+//	waitfor.ErrEvery(t, time.Minute, 50*time.Millisecond, "slotctl status", func() error { ... })
 package waitfor
 
 import (
@@ -21,6 +22,13 @@ const interval = 5 * time.Millisecond
 // and cond's last error.
 func Err(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
+	ErrEvery(t, timeout, interval, what, cond)
+}
+
+// ErrEvery is Err with its own polling period instead of a few milliseconds:
+// for conditions that cost a process or a round of RPCs to check.
+func ErrEvery(t testing.TB, timeout, every time.Duration, what string, cond func() error) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		err := cond()
@@ -30,7 +38,7 @@ func Err(t testing.TB, timeout time.Duration, what string, cond func() error) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: still failing after %s: %v", what, timeout, err)
 		}
-		time.Sleep(interval)
+		time.Sleep(every)
 	}
 }
 
