@@ -35,6 +35,13 @@ const cellColors = `(() => {
   return out;
 })()`
 
+// cellColor reads one cell's colour (cheap enough to poll).
+const cellColor = `(() => {
+  const c = document.getElementById("map"), cell = c.width / 128, s = %d;
+  const d = c.getContext("2d").getImageData((s %% 128) * cell + cell / 2, Math.floor(s / 128) * cell + cell / 2, 1, 1).data;
+  return "#" + [d[0], d[1], d[2]].map((v) => v.toString(16).padStart(2, "0")).join("");
+})()`
+
 // legend reads the page's legend: node id -> colour.
 const legend = `Object.fromEntries([...document.querySelectorAll("#legend .node")].map((e) => [e.dataset.node, e.dataset.color]))`
 
@@ -143,7 +150,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	want := colors[to]
 	var repainted time.Time
 	waitfor.True(t, 30*time.Second, "the moved cell repainted", func() bool {
-		got := browsertest.Eval[[]string](t, b, cellColors)[slot]
+		got := browsertest.Eval[string](t, b, fmt.Sprintf(cellColor, slot))
 		repainted = time.Now()
 		return got == want
 	})
