@@ -187,6 +187,7 @@ var historyKinds = map[string]slotdv1.HistoryKind{
 	directory.ChangeNodeUp:       slotdv1.HistoryKind_HISTORY_KIND_NODE_CHANGED,
 	directory.ChangeReindexNodes: slotdv1.HistoryKind_HISTORY_KIND_NODE_CHANGED,
 	directory.ChangeNodeRemove:   slotdv1.HistoryKind_HISTORY_KIND_NODE_REMOVED,
+	directory.ChangeNodeFail:     slotdv1.HistoryKind_HISTORY_KIND_NODE_REMOVED,
 	directory.ChangeMoveBegin:    slotdv1.HistoryKind_HISTORY_KIND_MOVE_STARTED,
 	directory.ChangeMoveAdvance:  slotdv1.HistoryKind_HISTORY_KIND_MOVE_PHASE,
 	directory.ChangeMoveCommit:   slotdv1.HistoryKind_HISTORY_KIND_SLOT_MOVED,

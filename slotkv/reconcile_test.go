@@ -62,11 +62,15 @@ type recCluster struct {
 	nodes map[string]string // id -> data dir
 }
 
-func newRecCluster(t *testing.T) *recCluster {
+func newRecCluster(t *testing.T, mods ...func(*directory.Config)) *recCluster {
 	t.Helper()
 	ctx := context.Background()
 	e := etcdtest.New(t)
-	d, err := directory.New(directory.Config{Client: e.NewClient(t)})
+	dcfg := directory.Config{Client: e.NewClient(t)}
+	for _, mod := range mods {
+		mod(&dcfg)
+	}
+	d, err := directory.New(dcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,11 +195,16 @@ func (c *recCluster) clean(s *recStore) {
 	})
 }
 
-func (c *recCluster) bootstrap() {
+func (c *recCluster) bootstrap(ids ...string) {
 	c.t.Helper()
-	_, err := c.dir.Bootstrap(context.Background(), []directory.Node{
-		{ID: "a", Addr: "127.0.0.1:1", Weight: 1}, {ID: "b", Addr: "127.0.0.1:2", Weight: 1},
-	}, 0, "test")
+	if len(ids) == 0 {
+		ids = []string{"a", "b"}
+	}
+	var nodes []directory.Node
+	for i, id := range ids {
+		nodes = append(nodes, directory.Node{ID: id, Addr: "127.0.0.1:" + string(rune('1'+i)), Weight: 1})
+	}
+	_, err := c.dir.Bootstrap(context.Background(), nodes, 0, "test")
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -451,5 +460,80 @@ func firstKey(s slots.Slot) []byte {
 		if slots.ForKey(k) == s {
 			return k
 		}
+	}
+}
+
+// TestFailedNodeComesBackWithOldData: c is declared failed while away; its
+// slots go to a and b, empty, and take writes at once (no import). c comes
+// back with its old data under its old id: it serves none of it (it owns
+// nothing, and never a map from before it registered again), drops it all
+// through reconciliation, and rejoins empty.
+func TestFailedNodeComesBackWithOldData(t *testing.T) {
+	ctx := context.Background()
+	fake := &recClock{now: time.Now()}
+	c := newRecCluster(t, func(cfg *directory.Config) {
+		cfg.Now, cfg.DownAfter, cfg.HoldDown = fake.Now, 5*time.Second, time.Second
+	})
+	c.bootstrap("a", "b", "c")
+	a, b, cn := c.start("a"), c.start("b"), c.start("c")
+	s := c.slotOf("c")
+	v0, _ := c.dir.Version(ctx)
+	c.mapAt(cn, v0)
+	write(t, cn, s, 10)
+	cn.stop()
+
+	for _, id := range []string{"a", "b"} {
+		if err := c.dir.Heartbeat(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fake.Advance(10 * time.Second)
+	if _, err := c.dir.CheckLiveness(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fake.Advance(2 * time.Second)
+	rc := slotdv1.NewRecoveryClient(c.conn)
+	resp, err := rc.FailNode(ctx, &slotdv1.FailNodeRequest{NodeId: "c", AcceptDataLoss: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := c.dir.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := map[string]*recStore{"a": a, "b": b}[snap.Owner(s)]
+	c.mapAt(owner, resp.GetVersion())
+	write(t, owner, s, 3) // the new owner takes writes at once, empty
+	if got := bytesOf(t, owner, s); got == 0 {
+		t.Fatalf("new owner holds %d bytes", got)
+	}
+
+	// c comes back with its old data. Registering again gives it a new,
+	// empty record; it never acts on a map from before that.
+	cn = c.start("c")
+	reg, err := slotdv1.NewAdminClient(c.conn).RegisterNode(ctx, &slotdv1.RegisterNodeRequest{Node: &slotdv1.Node{Id: "c", Address: "127.0.0.1:3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn.n().RequireMapVersion(reg.GetVersion())
+	c.mapAt(cn, reg.GetVersion())
+	if bytesOf(t, cn, s) == 0 {
+		t.Fatal("c lost its old data before reconciliation")
+	}
+	for _, k := range [][]byte{firstKey(s)} {
+		if err := cn.n().CheckRead(k); !errors.Is(err, node.ErrMoved) {
+			t.Fatalf("c serves a read of its old slot: %v, want MOVED", err)
+		}
+		if err := cn.n().Write(ctx, k, func() ([]node.Mutation, error) { return nil, nil }); !errors.Is(err, node.ErrMoved) {
+			t.Fatalf("c accepts a write for its old slot: %v, want MOVED", err)
+		}
+	}
+	c.reconcile(cn)
+	c.clean(cn)
+	if bytesOf(t, cn, s) != 0 {
+		t.Fatalf("c still holds %d bytes of its old slot", bytesOf(t, cn, s))
+	}
+	if snap, _ := c.dir.Snapshot(ctx); snap.Counts()["c"] != 0 {
+		t.Fatal("c owns slots again")
 	}
 }

@@ -116,6 +116,9 @@ type FailNodeRequest struct {
 	// else ABORTED.
 	ExpectVersion uint64 `protobuf:"varint,4,opt,name=expect_version,json=expectVersion,proto3" json:"expect_version,omitempty"`
 	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asks, for history; ignored when slotd authenticates callers (their
+	// identity is recorded).
+	Operator      string `protobuf:"bytes,6,opt,name=operator,proto3" json:"operator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -181,6 +184,13 @@ func (x *FailNodeRequest) GetExpectVersion() uint64 {
 func (x *FailNodeRequest) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *FailNodeRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
 	}
 	return ""
 }
@@ -457,13 +467,14 @@ const file_slotdv1_recovery_proto_rawDesc = "" +
 	"\x16slotdv1/recovery.proto\x12\bslotd.v1\x1a\x11slotdv1/map.proto\"\x11\n" +
 	"\x0fFreshMapRequest\"7\n" +
 	"\x10FreshMapResponse\x12#\n" +
-	"\x03map\x18\x01 \x01(\v2\x11.slotd.v1.SlotMapR\x03map\"\xac\x01\n" +
+	"\x03map\x18\x01 \x01(\v2\x11.slotd.v1.SlotMapR\x03map\"\xc8\x01\n" +
 	"\x0fFailNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12(\n" +
 	"\x10accept_data_loss\x18\x02 \x01(\bR\x0eacceptDataLoss\x12\x17\n" +
 	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12%\n" +
 	"\x0eexpect_version\x18\x04 \x01(\x04R\rexpectVersion\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"9\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1a\n" +
+	"\boperator\x18\x06 \x01(\tR\boperator\"9\n" +
 	"\bNewOwner\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05slots\x18\x02 \x01(\rR\x05slots\"\xa2\x02\n" +

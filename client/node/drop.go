@@ -58,10 +58,12 @@ func (n *Node) drop(ctx context.Context, s slots.Slot, version uint64, bytesPerS
 		return false, nil
 	}
 	n.dropping[s] = bytesPerSec
+	n.dropFlag[s.Int()].Store(true)
 	// Persisted so that a restart finishes the drop: the mover considers
 	// it started and will not ask again.
 	if err := n.state.set(slotKey(dropPrefix, s), strconv.FormatInt(bytesPerSec, 10), true); err != nil {
 		delete(n.dropping, s)
+		n.dropFlag[s.Int()].Store(false)
 		n.dropMu.Unlock()
 		smu.Unlock()
 		return false, err
@@ -132,6 +134,7 @@ func (n *Node) runDrops(ctx context.Context) {
 		}
 		n.dropMu.Lock()
 		delete(n.dropping, s)
+		n.dropFlag[s.Int()].Store(false)
 		err := n.state.delete(slotKey(dropPrefix, s), true)
 		n.dropMu.Unlock()
 		if err != nil {

@@ -89,6 +89,7 @@ func (n *Node) cancelDrop(s slots.Slot) error {
 	n.dropMu.Lock()
 	defer n.dropMu.Unlock()
 	delete(n.dropping, s)
+	n.dropFlag[s.Int()].Store(false)
 	if err := n.state.delete(slotKey(dropPrefix, s), true); err != nil {
 		return fmt.Errorf("node: cancel drop of slot %d: %w", s.Int(), err)
 	}

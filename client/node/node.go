@@ -153,6 +153,9 @@ type Node struct {
 
 	dropMu   sync.Mutex           // guards dropping
 	dropping map[slots.Slot]int64 // slot -> delete rate in bytes/s
+	// dropFlag mirrors dropping's keys (written under dropMu) for the
+	// request path, which must not take a lock.
+	dropFlag [slots.Count]atomic.Bool
 	dropWake chan struct{}
 
 	rateMu    sync.Mutex // guards the write-rate sample below
@@ -212,6 +215,9 @@ func New(cfg Config) (*Node, error) {
 		}
 	}
 	n.m.fenced.Set(float64(len(fences)))
+	for s := range drops {
+		n.dropFlag[s.Int()].Store(true)
+	}
 	n.m.throttle.Set(float64(cfg.ExportBytesPerSecond))
 	if len(fences) > 0 || len(caps) > 0 || len(imports) > 0 || len(drops) > 0 {
 		n.lg.Info("node state loaded", "fenced", len(fences), "captures", len(caps), "imports", len(imports), "drops", len(drops))
@@ -281,6 +287,13 @@ func (n *Node) owner(s slots.Slot) (Owner, error) {
 	if o.ID != n.cfg.ID {
 		n.m.redirects.WithLabelValues("moved").Inc()
 		return o, &RedirectError{Kind: Moved, Slot: s, Owner: o.ID, Addr: o.Addr, Version: o.Version}
+	}
+	if n.dropFlag[s.Int()].Load() {
+		// Owned, and an old copy of it still being deleted: the slot came
+		// to this node without an import (its data was declared lost with
+		// a failed node). It serves nothing until the old copy is gone,
+		// then starts empty.
+		return o, fmt.Errorf("%w: slot %d", ErrDropping, s.Int())
 	}
 	return o, nil
 }
