@@ -147,10 +147,14 @@ func (c *Control) Propose(ctx context.Context, req PlanRequest) (*Plan, error) {
 	if in.Throttle, err = c.throttle(ctx); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
+	var sizesUnknown []string
 	if c.sizes != nil {
 		sizes, err := c.sizes.SlotSizes(ctx, snap)
 		if err != nil {
 			c.lg.Warn("slot sizes unavailable; planning without them", "err", err)
+			if su := (*SizesUnknownError)(nil); errors.As(err, &su) {
+				sizesUnknown = su.Nodes
+			}
 		} else {
 			in.SlotBytes = sizes
 		}
@@ -168,7 +172,7 @@ func (c *Control) Propose(ctx context.Context, req PlanRequest) (*Plan, error) {
 		Operator: req.Operator, Reason: req.Reason, Created: now, Updated: now,
 		Edits: req.Edits, Nodes: pp.Nodes, Throttle: in.Throttle,
 		BalanceBy: pp.BalanceBy, Tolerance: pp.Tolerance, Note: pp.Note,
-		Unknown: pp.Unknown, HotSpots: pp.HotSpots, Blocked: pp.Blocked,
+		Unknown: pp.Unknown, HotSpots: pp.HotSpots, Blocked: pp.Blocked, SizesUnknown: sizesUnknown,
 	}
 	moves := pp.Moves
 	if req.MaxMoves > 0 && len(moves) > req.MaxMoves {

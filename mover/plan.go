@@ -121,6 +121,9 @@ type Plan struct {
 	Unknown   []string          `json:"unknown,omitempty"`
 	HotSpots  []planner.HotSpot `json:"hot_spots,omitempty"`
 	Blocked   []planner.Blocked `json:"blocked,omitempty"`
+	// SizesUnknown names the nodes that could not be asked for slot sizes
+	// when the plan was made: its bytes are then unknown, not zero.
+	SizesUnknown []string `json:"sizes_unknown,omitempty"`
 }
 
 // clone returns a deep copy of p.

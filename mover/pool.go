@@ -1,9 +1,12 @@
 package mover
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -74,29 +77,34 @@ func (p *StorePool) Close() error {
 
 // SlotSizes asks every node that owns slots for its slot sizes (in
 // parallel, a few at a time) and returns the size of every slot. A node
-// that does not answer makes the whole call fail: a plan made with a
-// node's sizes missing would think its slots free.
+// owning no slot is not asked. A node that does not answer makes the whole
+// call fail, with a *SizesUnknownError naming every such node: a plan made
+// with a node's sizes missing would think its slots free.
 func (p *StorePool) SlotSizes(ctx context.Context, snap *directory.Snapshot) ([]int64, error) {
 	sizes := make([]int64, slots.Count)
 	owners := snap.Owners()
-	var mu sync.Mutex // guards sizes
-	g, gctx := errgroup.WithContext(ctx)
+	counts := snap.Counts()
+	var mu sync.Mutex // guards sizes and unknown
+	unknown := &SizesUnknownError{}
+	var g errgroup.Group
 	g.SetLimit(8)
 	for _, n := range snap.Nodes {
-		if n.Addr == "" {
+		if n.Addr == "" || counts[n.ID] == 0 {
 			continue
 		}
 		g.Go(func() error {
 			c, err := p.Client(n.Addr)
-			if err != nil {
-				return err
-			}
-			resp, err := c.SlotStats(gctx, &slotdv1.SlotStatsRequest{})
-			if err != nil {
-				return fmt.Errorf("slot stats of %s: %w", n.ID, err)
+			var resp *slotdv1.SlotStatsResponse
+			if err == nil {
+				resp, err = c.SlotStats(ctx, &slotdv1.SlotStatsRequest{})
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			if err != nil {
+				unknown.Nodes = append(unknown.Nodes, n.ID)
+				unknown.Err = cmp.Or(unknown.Err, fmt.Errorf("slot stats of %s: %w", n.ID, err))
+				return nil
+			}
 			for _, st := range resp.Slots {
 				// Only count what the node owns: a source's leftover copy
 				// being dropped is not the slot's size.
@@ -107,10 +115,24 @@ func (p *StorePool) SlotSizes(ctx context.Context, snap *directory.Snapshot) ([]
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+	_ = g.Wait()
+	if len(unknown.Nodes) > 0 {
+		slices.Sort(unknown.Nodes)
+		return nil, unknown
 	}
 	return sizes, nil
 }
+
+// SizesUnknownError names the nodes whose slot sizes could not be read.
+type SizesUnknownError struct {
+	Nodes []string // sorted
+	Err   error    // the first node's error
+}
+
+func (e *SizesUnknownError) Error() string {
+	return fmt.Sprintf("slot sizes unknown for %s: %v", strings.Join(e.Nodes, ", "), e.Err)
+}
+
+func (e *SizesUnknownError) Unwrap() error { return e.Err }
 
 var _ SizeSource = (*StorePool)(nil)

@@ -123,7 +123,7 @@ func planProto(p *mover.Plan, withMoves bool, inFlight map[int]directory.Move) *
 		Id: p.ID, BaseVersion: p.BaseVersion, TotalBytes: uint64(max(p.TotalBytes, 0)),
 		Estimated: durationpb.New(p.Estimate), State: planStates[p.State], Operator: p.Operator, Reason: p.Reason,
 		CreatedAt: ts(p.Created), UpdatedAt: ts(p.Updated), RollbackOf: p.RollbackOf, RolledBackBy: p.RolledBackBy,
-		Error: p.Error, Edits: editsProto(p.Edits),
+		Error: p.Error, Edits: editsProto(p.Edits), SizesUnknown: p.SizesUnknown, BytesEstimated: true,
 		Progress: &slotdv1.PlanProgress{
 			Moves: uint32(pr.Moves), Done: uint32(pr.Done), Skipped: uint32(pr.Skipped), Aborted: uint32(pr.Aborted),
 			Pending: uint32(pr.Pending), Bytes: uint64(max(pr.Bytes, 0)), BytesDone: uint64(max(pr.BytesDone, 0)),

@@ -1518,14 +1518,21 @@ type Plan struct {
 	Reason    string                 `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// For a rollback plan, the plan it reverses; for a rolled-back plan, its rollback.
-	RollbackOf    string                 `protobuf:"bytes,11,opt,name=rollback_of,json=rollbackOf,proto3" json:"rollback_of,omitempty"`
-	RolledBackBy  string                 `protobuf:"bytes,12,opt,name=rolled_back_by,json=rolledBackBy,proto3" json:"rolled_back_by,omitempty"`
-	Error         string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
-	Edits         *PlanEdits             `protobuf:"bytes,14,opt,name=edits,proto3" json:"edits,omitempty"`
-	Progress      *PlanProgress          `protobuf:"bytes,15,opt,name=progress,proto3" json:"progress,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RollbackOf   string                 `protobuf:"bytes,11,opt,name=rollback_of,json=rollbackOf,proto3" json:"rollback_of,omitempty"`
+	RolledBackBy string                 `protobuf:"bytes,12,opt,name=rolled_back_by,json=rolledBackBy,proto3" json:"rolled_back_by,omitempty"`
+	Error        string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
+	Edits        *PlanEdits             `protobuf:"bytes,14,opt,name=edits,proto3" json:"edits,omitempty"`
+	Progress     *PlanProgress          `protobuf:"bytes,15,opt,name=progress,proto3" json:"progress,omitempty"`
+	UpdatedAt    *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Nodes that could not be asked for their slot sizes when the plan was
+	// made: the plan's bytes and estimated time are then unknown, not zero.
+	SizesUnknown []string `protobuf:"bytes,40,rep,name=sizes_unknown,json=sizesUnknown,proto3" json:"sizes_unknown,omitempty"`
+	// Always true: total_bytes, the moves' bytes and the nodes' bytes are
+	// the planner's estimates (the stores' slot sizes when it planned);
+	// a move's bytes_copied is what its transfer measured.
+	BytesEstimated bool `protobuf:"varint,41,opt,name=bytes_estimated,json=bytesEstimated,proto3" json:"bytes_estimated,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Plan) Reset() {
@@ -1668,6 +1675,20 @@ func (x *Plan) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *Plan) GetSizesUnknown() []string {
+	if x != nil {
+		return x.SizesUnknown
+	}
+	return nil
+}
+
+func (x *Plan) GetBytesEstimated() bool {
+	if x != nil {
+		return x.BytesEstimated
+	}
+	return false
 }
 
 type PlanRequest struct {
@@ -3392,7 +3413,7 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\fbytes_before\x18\x04 \x01(\x04R\vbytesBefore\x12\x1f\n" +
 	"\vbytes_after\x18\x05 \x01(\x04R\n" +
 	"bytesAfter\x12!\n" +
-	"\ftarget_slots\x18\x06 \x01(\rR\vtargetSlots\"\xfe\x04\n" +
+	"\ftarget_slots\x18\x06 \x01(\rR\vtargetSlots\"\xcc\x05\n" +
 	"\x04Plan\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fbase_version\x18\x02 \x01(\x04R\vbaseVersion\x12+\n" +
@@ -3414,7 +3435,9 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\x05edits\x18\x0e \x01(\v2\x13.slotd.v1.PlanEditsR\x05edits\x122\n" +
 	"\bprogress\x18\x0f \x01(\v2\x16.slotd.v1.PlanProgressR\bprogress\x129\n" +
 	"\n" +
-	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x94\x02\n" +
+	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
+	"\rsizes_unknown\x18( \x03(\tR\fsizesUnknown\x12'\n" +
+	"\x0fbytes_estimated\x18) \x01(\bR\x0ebytesEstimated\"\x94\x02\n" +
 	"\vPlanRequest\x12\x1b\n" +
 	"\tmax_moves\x18\x01 \x01(\rR\bmaxMoves\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +

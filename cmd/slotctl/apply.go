@@ -128,7 +128,7 @@ func (g *globals) startPlan(ctx context.Context, c *conn, id string, wait bool) 
 // Progress goes to stdout in table form only: -o json prints the final plan.
 func (g *globals) finishPlan(ctx context.Context, c *conn, p *slotdv1.Plan, wait bool) error {
 	if g.output == "table" {
-		fmt.Fprintf(g.stdout, "plan %s %s: %d moves, %s, estimated %s\n", p.GetId(), planState(p.GetState()),
+		fmt.Fprintf(g.stdout, "plan %s %s: %d moves, ~%s, about %s (estimated)\n", p.GetId(), planState(p.GetState()),
 			len(p.GetMoves()), formatBytes(p.GetTotalBytes()), formatDuration(p.GetEstimated().AsDuration()))
 	}
 	if !wait {
@@ -154,8 +154,8 @@ func (g *globals) finishPlan(ctx context.Context, c *conn, p *slotdv1.Plan, wait
 		if end.GetCreatedAt() != nil && end.GetUpdatedAt() != nil {
 			took = formatDuration(end.GetUpdatedAt().AsTime().Sub(end.GetCreatedAt().AsTime()))
 		}
-		_, err := fmt.Fprintf(w, "plan %s done: %d moves (%d skipped), %s copied, %s since it was planned\n",
-			end.GetId(), pr.GetDone()+pr.GetSkipped(), pr.GetSkipped(), formatBytes(pr.GetBytesDone()), took)
+		_, err := fmt.Fprintf(w, "plan %s done: %d moves (%d skipped), %s, %s since it was planned\n",
+			end.GetId(), pr.GetDone()+pr.GetSkipped(), pr.GetSkipped(), planBytesDone(end), took)
 		return err
 	})
 }

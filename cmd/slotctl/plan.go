@@ -108,8 +108,12 @@ const previewMoves = 10
 // per-node before and after, estimated time.
 func printPlanPreview(w io.Writer, p *slotdv1.Plan, rate uint64) error {
 	fmt.Fprintf(w, "plan %s (base version %d, %s)\n", p.GetId(), p.GetBaseVersion(), planState(p.GetState()))
-	fmt.Fprintf(w, "%d moves, %s, estimated %s at %s\n", len(p.GetMoves()), formatBytes(p.GetTotalBytes()),
+	fmt.Fprintf(w, "%d moves, ~%s (estimated), about %s at %s\n", len(p.GetMoves()), formatBytes(p.GetTotalBytes()),
 		formatDuration(p.GetEstimated().AsDuration()), formatRate(rate))
+	if u := p.GetSizesUnknown(); len(u) > 0 {
+		fmt.Fprintf(w, "warning: slot sizes unknown for %s (could not be asked): bytes are not known, and the time counts moves only\n",
+			strings.Join(u, ", "))
+	}
 	if e := p.GetEdits(); e != nil {
 		for _, n := range e.GetAdd() {
 			fmt.Fprintf(w, "adds node %s at %s (zone %s, weight %d)\n", n.GetId(), n.GetAddress(), orDash(n.GetZone()), max(n.GetWeight(), 1))
@@ -121,24 +125,28 @@ func printPlanPreview(w io.Writer, p *slotdv1.Plan, rate uint64) error {
 			fmt.Fprintf(w, "sets the weight of %s to %d\n", id, e.GetWeights()[id])
 		}
 	}
+	size := formatBytes
+	if len(p.GetSizesUnknown()) > 0 {
+		size = func(uint64) string { return "?" }
+	}
 	fmt.Fprintln(w)
-	t := newTable(w, "NODE", "SLOTS BEFORE", "SLOTS AFTER", "CHANGE", "TARGET", "BYTES BEFORE", "BYTES AFTER")
+	t := newTable(w, "NODE", "SLOTS BEFORE", "SLOTS AFTER", "CHANGE", "TARGET", "~BYTES BEFORE", "~BYTES AFTER")
 	for _, n := range p.GetNodes() {
 		target := "-" // not active: its share is none
 		if n.GetTargetSlots() > 0 {
 			target = fmt.Sprint(n.GetTargetSlots())
 		}
 		t.row(n.GetNodeId(), n.GetSlotsBefore(), n.GetSlotsAfter(), fmt.Sprintf("%+d", int64(n.GetSlotsAfter())-int64(n.GetSlotsBefore())),
-			target, formatBytes(n.GetBytesBefore()), formatBytes(n.GetBytesAfter()))
+			target, size(n.GetBytesBefore()), size(n.GetBytesAfter()))
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
 	if len(p.GetMoves()) > 0 {
 		fmt.Fprintln(w)
-		t := newTable(w, "SLOT", "FROM", "TO", "BYTES", "REASON")
+		t := newTable(w, "SLOT", "FROM", "TO", "~BYTES", "REASON")
 		for _, m := range p.GetMoves()[:min(len(p.GetMoves()), previewMoves)] {
-			t.row(m.GetSlot(), m.GetFrom(), m.GetTo(), formatBytes(m.GetBytes()), orDash(m.GetReason()))
+			t.row(m.GetSlot(), m.GetFrom(), m.GetTo(), size(m.GetBytes()), orDash(m.GetReason()))
 		}
 		if err := t.flush(); err != nil {
 			return err

@@ -180,3 +180,12 @@ func planTook(p *slotdv1.Plan) string {
 	}
 	return formatDuration(p.GetUpdatedAt().AsTime().Sub(p.GetCreatedAt().AsTime()))
 }
+
+// planBytesDone says how many bytes a plan moved: what its transfers
+// copied when slotd reports it, else the planner's estimate, labelled.
+func planBytesDone(p *slotdv1.Plan) string {
+	if c := planCopied(p); c != "-" {
+		return c + " copied"
+	}
+	return "~" + formatBytes(p.GetProgress().GetBytesDone()) + " (estimated)"
+}

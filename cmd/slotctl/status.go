@@ -169,7 +169,7 @@ func planProgressLine(p *slotdv1.Plan) string {
 	if pr.GetAborted() > 0 {
 		fmt.Fprintf(&b, ", %d aborted", pr.GetAborted())
 	}
-	fmt.Fprintf(&b, ", %s of %s", formatBytes(pr.GetBytesDone()), formatBytes(pr.GetBytes()))
+	fmt.Fprintf(&b, ", ~%s of ~%s", formatBytes(pr.GetBytesDone()), formatBytes(pr.GetBytes()))
 	if e := p.GetError(); e != "" {
 		fmt.Fprintf(&b, "; error: %s", e)
 	}

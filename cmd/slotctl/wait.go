@@ -69,15 +69,16 @@ func (g *globals) waitPlan(ctx context.Context, c *conn, id string, w io.Writer)
 	}
 }
 
-// progress draws a plan's progress. Rates and ETAs come from what this
-// process saw since it started waiting.
+// progress draws a plan's progress. The pace comes from the plan itself:
+// the time since its first move started, the moves finished and the bytes
+// its transfers copied, so a wait that joins a running plan late shows the
+// same ETA as one that watched it from the start.
 type progress struct {
 	w   io.Writer
 	tty bool
 	id  string
 
-	start     time.Time
-	startDone uint64 // bytes done when the wait started
+	start     time.Time // when this wait began: the pace's origin until a move has started
 	last      time.Time
 	lastStep  int // last 5% step printed, -1 before the first line
 	lastState slotdv1.PlanState
@@ -88,37 +89,83 @@ func newProgress(w io.Writer, tty bool, id string) *progress {
 	return &progress{w: w, tty: tty, id: id, lastStep: -1}
 }
 
+// pace is a running plan's measured progress.
+type pace struct {
+	elapsed  time.Duration // since the first move started
+	copied   uint64        // bytes the transfers copied (measured; 0 when slotd reports none)
+	rate     float64       // bytes per second: measured, else estimated (estimated true)
+	eta      time.Duration // -1 when there is nothing to go on yet
+	estimate bool          // rate is from the planner's estimates, not from transfers
+}
+
+// paceOf measures plan at now: per-move time and byte rate since its first
+// move started (since origin when no move has), and from them the time
+// left: the larger of what the moves left would take at the per-move time
+// and what the estimated bytes left would take at the pace so far.
+func paceOf(plan *slotdv1.Plan, origin, now time.Time) pace {
+	pr := plan.GetProgress()
+	first := origin
+	var out pace
+	for _, m := range plan.GetMoves() {
+		if st := m.GetStartedAt(); st != nil && st.AsTime().Before(first) {
+			first = st.AsTime()
+		}
+		out.copied += m.GetBytesCopied()
+	}
+	out.elapsed = now.Sub(first)
+	out.estimate = out.copied == 0
+	done, total := pr.GetDone()+pr.GetSkipped()+pr.GetAborted(), pr.GetMoves()
+	out.eta = -1
+	if done >= total {
+		out.eta = 0
+	}
+	el := out.elapsed.Seconds()
+	if el <= 0 {
+		return out
+	}
+	if out.estimate {
+		out.rate = float64(pr.GetBytesDone()) / el
+	} else {
+		out.rate = float64(out.copied) / el
+	}
+	if done == 0 || done >= total {
+		return out
+	}
+	perMove := out.elapsed / time.Duration(done)
+	out.eta = perMove * time.Duration(total-done)
+	if est := pr.GetBytesDone(); est > 0 && pr.GetBytes() > est {
+		byBytes := time.Duration(float64(out.elapsed) * float64(pr.GetBytes()-est) / float64(est))
+		out.eta = max(out.eta, byBytes)
+	}
+	return out
+}
+
 func (p *progress) update(plan *slotdv1.Plan, now time.Time) {
 	if p.w == nil {
 		return
 	}
 	pr := plan.GetProgress()
 	if p.start.IsZero() {
-		p.start, p.startDone = now, pr.GetBytesDone()
+		p.start = now
 	}
 	done, total := pr.GetDone()+pr.GetSkipped()+pr.GetAborted(), pr.GetMoves()
 	frac := 1.0
 	if total > 0 {
 		frac = float64(done) / float64(total)
 	}
-	var rate float64
-	if el := now.Sub(p.start).Seconds(); el > 0 {
-		rate = float64(pr.GetBytesDone()-min(p.startDone, pr.GetBytesDone())) / el
-	}
+	pc := paceOf(plan, p.start, now)
 	eta := "-"
-	switch {
-	case done == total:
-		eta = "0s"
-	case rate > 0 && pr.GetBytes() > pr.GetBytesDone():
-		eta = formatDuration(time.Duration(float64(pr.GetBytes()-pr.GetBytesDone()) / rate * float64(time.Second)))
-	case done > 0 && now.After(p.start):
-		// Empty slots: estimate by moves.
-		perMove := now.Sub(p.start) / time.Duration(done)
-		eta = formatDuration(perMove * time.Duration(total-done))
+	if pc.eta >= 0 {
+		eta = formatDuration(pc.eta)
+	}
+	bytes := fmt.Sprintf("~%s/~%s", formatBytes(pr.GetBytesDone()), formatBytes(pr.GetBytes()))
+	rate := "~" + formatBytes(uint64(pc.rate)) + "/s"
+	if !pc.estimate {
+		bytes = fmt.Sprintf("%s copied of ~%s", formatBytes(pc.copied), formatBytes(pr.GetBytes()))
+		rate = formatBytes(uint64(pc.rate)) + "/s"
 	}
 	state := planState(plan.GetState())
-	stats := fmt.Sprintf("%d/%d slots  %s/%s  %s/s  ETA %s", done, total,
-		formatBytes(pr.GetBytesDone()), formatBytes(pr.GetBytes()), formatBytes(uint64(rate)), eta)
+	stats := fmt.Sprintf("%d/%d slots  %s  %s  ETA %s", done, total, bytes, rate, eta)
 	if p.tty {
 		const width = 30
 		n := int(frac * width)

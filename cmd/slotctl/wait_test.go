@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/slotd/slotd/api/slotdv1"
 )
 
@@ -22,8 +24,8 @@ func TestProgressBar(t *testing.T) {
 	p.update(planAt(applying, 0, 10, 0, 100<<20), t0)
 	p.update(planAt(applying, 5, 10, 50<<20, 100<<20), t0.Add(10*time.Second))
 	p.end()
-	want := "\r\x1b[K[>                             ]   0%  0/10 slots  0 B/100.0 MiB  0 B/s  ETA -  applying" +
-		"\r\x1b[K[===============>              ]  50%  5/10 slots  50.0 MiB/100.0 MiB  5.0 MiB/s  ETA 10s  applying\n"
+	want := "\r\x1b[K[>                             ]   0%  0/10 slots  ~0 B/~100.0 MiB  ~0 B/s  ETA -  applying" +
+		"\r\x1b[K[===============>              ]  50%  5/10 slots  ~50.0 MiB/~100.0 MiB  ~5.0 MiB/s  ETA 10s  applying\n"
 	if out.String() != want {
 		t.Fatalf("bar:\n%q\nwant\n%q", out.String(), want)
 	}
@@ -61,7 +63,7 @@ func TestProgressLines(t *testing.T) {
 		}
 	}
 	last := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if got := last[len(last)-1]; got != "plan p1 done: 100%  100/100 slots  0 B/0 B  0 B/s  ETA 0s" {
+	if got := last[len(last)-1]; got != "plan p1 done: 100%  100/100 slots  ~0 B/~0 B  ~0 B/s  ETA 0s" {
 		t.Fatalf("last line %q", got)
 	}
 }
@@ -75,5 +77,60 @@ func TestFormatDuration(t *testing.T) {
 		if got := formatDuration(in); got != want {
 			t.Errorf("formatDuration(%s) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// runningPlan is a plan of n empty-slot moves, the first done of them
+// finished, the first move started at start, each move copying copied
+// bytes (0: slotd reports none).
+func runningPlan(n, done int, start time.Time, every time.Duration, copied uint64) *slotdv1.Plan {
+	p := planAt(slotdv1.PlanState_PLAN_STATE_APPLYING, uint32(done), uint32(n), 0, 0)
+	for i := range n {
+		m := &slotdv1.PlannedMove{Slot: uint32(i), Phase: slotdv1.MovePhase_MOVE_PHASE_PENDING}
+		if i <= done {
+			m.StartedAt = timestamppb.New(start.Add(time.Duration(i) * every))
+		}
+		if i < done {
+			m.Phase, m.FinishedAt, m.BytesCopied = slotdv1.MovePhase_MOVE_PHASE_COMMITTED, timestamppb.New(start.Add(time.Duration(i+1)*every)), copied
+		}
+		p.Moves = append(p.Moves, m)
+	}
+	return p
+}
+
+// TestProgressJoinedLate: a wait that starts when the plan has run 40 s
+// (10 of 20 moves, 4 s each) shows the plan's own pace: about 40 s left.
+// The old code timed the moves from when the wait began: "ETA -", then,
+// one move 4 s later, 4s/11 per move: "ETA 3s" for 9 moves that take 36 s.
+func TestProgressJoinedLate(t *testing.T) {
+	var out bytes.Buffer
+	p := newProgress(&out, false, "p1")
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	p.update(runningPlan(20, 10, t0, 4*time.Second, 0), t0.Add(40*time.Second))
+	p.update(runningPlan(20, 11, t0, 4*time.Second, 0), t0.Add(44*time.Second))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(lines[0], "10/20 slots  ~0 B/~0 B  ~0 B/s  ETA 40s") ||
+		!strings.HasSuffix(lines[1], "11/20 slots  ~0 B/~0 B  ~0 B/s  ETA 36s") {
+		t.Fatalf("progress joined late:\n%s", out.String())
+	}
+}
+
+// TestETAFromMeasuredPace: the byte rate shown is what the transfers
+// copied over the plan's running time, and the time left is the larger of
+// the moves left at the per-move time and the estimated bytes left at the
+// pace so far: 2 of 4 moves in 10 s with 10 of 100 estimated MiB done
+// leaves 90 MiB at 1 MiB/s, not 2 moves at 5 s.
+func TestETAFromMeasuredPace(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	plan := runningPlan(4, 2, t0, 5*time.Second, 6<<20)
+	plan.Progress.BytesDone, plan.Progress.Bytes = 10<<20, 100<<20
+	pc := paceOf(plan, t0.Add(10*time.Second), t0.Add(10*time.Second))
+	if pc.estimate || pc.copied != 12<<20 || pc.rate != float64(12<<20)/10 || pc.eta != 90*time.Second {
+		t.Fatalf("pace = %+v; want 12 MiB copied, 1.2 MiB/s measured, ETA 90s", pc)
+	}
+	var out bytes.Buffer
+	newProgress(&out, false, "p1").update(plan, t0.Add(10*time.Second))
+	if !strings.Contains(out.String(), "12.0 MiB copied of ~100.0 MiB  1.2 MiB/s  ETA 1m30s") {
+		t.Fatalf("line: %q", out.String())
 	}
 }
