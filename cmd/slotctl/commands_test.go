@@ -214,10 +214,11 @@ func TestClusterCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		// Ctrl-C cancels the command's context.
+		// Ctrl-C cancels the command's context: here once the first
+		// progress line is out (a timer raced the first poll under load).
 		ctx, cancel := context.WithCancel(context.Background())
-		defer time.AfterFunc(100*time.Millisecond, cancel).Stop()
-		_, err = g.waitPlan(ctx, c, p.ID, &out)
+		defer cancel()
+		_, err = g.waitPlan(ctx, c, p.ID, writerFunc(func(b []byte) (int, error) { defer cancel(); return out.Write(b) }))
 		if err == nil || exitCode(err) != exitFailure || !strings.Contains(err.Error(), "still running; stop it with: slotctl cancel "+p.ID) {
 			t.Fatalf("interrupted wait: %v", err)
 		}
@@ -298,3 +299,8 @@ func decode(t *testing.T, s string, v any) {
 		t.Fatalf("decode %.200q: %v", s, err)
 	}
 }
+
+// writerFunc is an io.Writer from a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
