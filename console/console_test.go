@@ -9,9 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
@@ -22,6 +26,7 @@ import (
 	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/mover/planner"
 	"github.com/slotd/slotd/server"
+	"github.com/slotd/slotd/slotkv/kvclient"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -336,5 +341,60 @@ func TestAuthorizeHTTP(t *testing.T) {
 		if resp.StatusCode == http.StatusOK {
 			t.Errorf("plaintext HTTP answered 200")
 		}
+	}
+}
+
+// TestLoadFromStores: slotd's console shows the load that real stores
+// report (node.Reporter -> slotd.v1.Load -> the aggregate): the reporting
+// node's slots are measured, with the bytes written to them; the silent
+// node's stay null.
+func TestLoadFromStores(t *testing.T) {
+	c := startCluster(t, 2)
+	sdk := c.slotd.Client(t, client.Options{})
+	kv := kvclient.New(sdk, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	defer kv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	written := map[int]bool{}
+	for i := range 200 {
+		k := []byte("key:" + strconv.Itoa(i))
+		if _, err := kv.Put(ctx, k, []byte("0123456789")); err != nil {
+			t.Fatal(err)
+		}
+		if sdk.Map().OwnerID(slots.ForKey(k)) == "n1" {
+			written[slots.ForKey(k).Int()] = true
+		}
+	}
+	c.reportLoad(t, "n1")
+	base := "http://" + c.slotd.HTTPAddr()
+	var l struct{ Bytes []*float64 }
+	waitfor.True(t, 30*time.Second, "n1's load on the console", func() bool {
+		_, body := get(t, noRedirect, base+"/api/v1/load")
+		if err := json.Unmarshal(body, &l); err != nil {
+			t.Fatal(err)
+		}
+		for s := range written {
+			if l.Bytes[s] == nil || *l.Bytes[s] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	m := sdk.Map()
+	for s := range slots.Count {
+		owner := m.OwnerID(slots.MustNew(s))
+		if (owner == "n1") != (l.Bytes[s] != nil) {
+			t.Fatalf("slot %d of %s: bytes %v; want measured exactly for n1", s, owner, l.Bytes[s])
+		}
+	}
+	_, body := get(t, noRedirect, base+"/api/v1/status")
+	var st struct {
+		Load struct {
+			Measured []string `json:"measured"`
+			HotSlots []any    `json:"hot_slots"`
+		} `json:"load"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil || strings.Join(st.Load.Measured, ",") != "n1" || len(st.Load.HotSlots) == 0 {
+		t.Fatalf("status load: %v %s", err, body)
 	}
 }

@@ -2,10 +2,12 @@ package console
 
 import (
 	"context"
+	"time"
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/load"
 	"github.com/slotd/slotd/mover/planner"
 	"github.com/slotd/slotd/service"
 )
@@ -56,4 +58,16 @@ func (s serviceSource) Nodes(ctx context.Context) (*slotdv1.ListNodesResponse, e
 
 func (s serviceSource) History(ctx context.Context, limit int) ([]directory.Change, error) {
 	return s.dir.History(ctx, limit)
+}
+
+// FromAggregator reads measured load from slotd's load aggregate (the
+// reports every store sends to every replica), as the planner sees it: a
+// node whose report expired or never came is unmeasured; reads and writes
+// are the ~10-minute averages.
+func FromAggregator(agg *load.Aggregator) LoadSource { return aggregatorLoad{agg} }
+
+type aggregatorLoad struct{ agg *load.Aggregator }
+
+func (a aggregatorLoad) Loads(context.Context) (map[string]planner.NodeLoad, error) {
+	return a.agg.NodeLoads(time.Now()), nil
 }

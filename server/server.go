@@ -241,9 +241,10 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			return nil, fmt.Errorf("HTTP listener: %w", err)
 		}
 		// The web console (/ui/ and its JSON under /api/v1/) shares the
-		// port and, with roles on, gRPC's identities and policy. Load: a
-		// console.LoadSource goes in console.Config.Load once stores report.
-		ui, err := console.New(console.Config{Source: console.FromService(s.svc, s.dir), Authorizer: s.az, Logger: lg})
+		// port and, with roles on, gRPC's identities and policy; its load
+		// is this replica's aggregate of the stores' reports.
+		ui, err := console.New(console.Config{Source: console.FromService(s.svc, s.dir), Load: console.FromAggregator(s.svc.Load()),
+			Authorizer: s.az, Logger: lg})
 		if err != nil {
 			return nil, err
 		}
