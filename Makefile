@@ -7,9 +7,12 @@ CMDS := $(notdir $(wildcard cmd/*))
 # Pinned code generators (installed into ./bin/tools by `make tools`).
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
+# staticcheck, pinned (make staticcheck installs it into ./bin/tools): the
+# newest release that builds with and understands go1.26.
+STATICCHECK_VERSION := v0.8.2
 TOOLS := $(CURDIR)/bin/tools
 
-.PHONY: chromium all build test bench bench-compare e2e demo proto tools fuzz fuzz-short help clean certs hooks promtool rules
+.PHONY: chromium all build test lint staticcheck bench bench-compare e2e demo proto tools fuzz fuzz-short help clean certs hooks promtool rules
 
 all: build
 
@@ -20,12 +23,19 @@ build: ## build slotd, slotctl and slotkv into bin/
 	@mkdir -p $(BIN)
 	@for c in $(CMDS); do $(GO) build -buildvcs=auto -o $(BIN)/$$c ./cmd/$$c || exit 1; done
 
-test: ## vet + unit + integration tests (race detector), alert rule tests, then a short fuzz run, as CI runs them
-	$(GO) vet ./...
+test: lint ## lint, then unit + integration tests (race detector) and alert rule tests, as CI runs them; no fuzzing engine (plain go test replays every seed corpus; see make fuzz)
 	@$(MAKE) --no-print-directory rules
 	@$(MAKE) --no-print-directory chromium
 	$(GO) test -race -count=1 -timeout 12m ./...
-	@$(MAKE) --no-print-directory fuzz-short
+
+lint: staticcheck ## go vet + staticcheck (pinned, from bin/tools) over the module
+	$(GO) vet ./...
+	$(TOOLS)/staticcheck ./...
+
+staticcheck: ## install the pinned staticcheck into bin/tools when it is missing or another version
+	@mkdir -p $(TOOLS)
+	@$(TOOLS)/staticcheck -version 2>/dev/null | grep -qF '($(STATICCHECK_VERSION:v%=%))' || \
+		GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # Fuzz targets: every `func FuzzX` in a _test.go of this module (bench/ is
 # another module). go test fuzzes one target per run, hence the loop.
@@ -45,7 +55,7 @@ define run-fuzz
 	done
 endef
 
-fuzz-short: ## every Fuzz* target for 20,000 executions each (FUZZ_SHORT_TIME), seeds from testdata/fuzz; the end of make test
+fuzz-short: ## optional: every Fuzz* target for 20,000 executions each (FUZZ_SHORT_TIME), seeds from testdata/fuzz
 	$(call run-fuzz,$(FUZZ_SHORT_TIME))
 
 fuzz: ## every Fuzz* target for 1m each (FUZZTIME=10m for a longer hunt)

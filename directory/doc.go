@@ -3,10 +3,14 @@
 // flight, and a bounded history of every change. It is the only code that
 // knows the etcd key layout (keys.go); everything else uses this API.
 //
-// Every change is one etcd transaction that compares the cluster version
-// key's revision and bumps the version, so two writers can never both
-// succeed on the same expectation, and every reader gets the whole table at
-// exactly one version.
+// Every change to the table (owners, nodes, moves) is one etcd transaction
+// that compares the cluster version key's revision and bumps the version, so
+// two writers can never both succeed on the same expectation, and every
+// reader gets the whole table at exactly one version. The records kept beside
+// the table change no owner and bump no version: the mover's throttle
+// (throttle.go) and plan records (planstore.go) are plain writes, the
+// balancer's policy and state (autopolicy.go) compare their own revision, and
+// liveness keys (liveness.go) live on leases.
 //
 // Usage:
 //

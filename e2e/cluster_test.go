@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -422,5 +421,3 @@ func (c *cluster) load(prefix string, keys, size int) {
 
 // kvAt is a KV client for the node at addr, without the SDK's routing.
 func (c *cluster) kvAt(addr string) kvpb.KVClient { return kvpb.NewKVClient(c.conn(addr)) }
-
-var errNotYet = errors.New("not yet")

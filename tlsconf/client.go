@@ -92,7 +92,10 @@ func (cc *clientCreds) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo
 	return nil, nil, errors.New("tlsconf: client credentials cannot accept connections; use Server.Credentials")
 }
 
+// Info names the server: grpc.NewClient still reads the deprecated
+// ServerName as the channel's authority (as credentials.NewTLS's Info does).
 func (cc *clientCreds) Info() credentials.ProtocolInfo {
+	//lint:ignore SA1019 grpc-go reads ServerName (clientconn.go) and fills SecurityVersion in its own TLS credentials
 	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.2", ServerName: cc.serverName}
 }
 

@@ -97,10 +97,6 @@ func loadDrops(dir string) (map[slots.Slot]int64, error) {
 	return out, nil
 }
 
-func importPath(dir string, s slots.Slot) string {
-	return filepath.Join(dir, "import-"+strconv.Itoa(s.Int())+".json")
-}
-
 func loadImports(dir string) (map[slots.Slot]*ImportState, error) {
 	names, err := filepath.Glob(filepath.Join(dir, "import-*.json"))
 	if err != nil {

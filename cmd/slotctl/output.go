@@ -78,10 +78,9 @@ func enumName(v fmt.Stringer, prefix string) string {
 	return strings.ToLower(strings.TrimPrefix(v.String(), prefix))
 }
 
-func nodeState(s slotdv1.NodeState) string     { return enumName(s, "NODE_STATE_") }
-func planState(s slotdv1.PlanState) string     { return enumName(s, "PLAN_STATE_") }
-func movePhase(p slotdv1.MovePhase) string     { return enumName(p, "MOVE_PHASE_") }
-func historyKind(k slotdv1.HistoryKind) string { return enumName(k, "HISTORY_KIND_") }
+func nodeState(s slotdv1.NodeState) string { return enumName(s, "NODE_STATE_") }
+func planState(s slotdv1.PlanState) string { return enumName(s, "PLAN_STATE_") }
+func movePhase(p slotdv1.MovePhase) string { return enumName(p, "MOVE_PHASE_") }
 
 // formatBytes prints a byte count in binary units: 0 B, 512 B, 1.5 KiB, 250.0 MiB.
 func formatBytes(n uint64) string {
