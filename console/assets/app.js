@@ -149,8 +149,21 @@
   canvas.addEventListener("mousemove", showTip);
   canvas.addEventListener("mouseleave", hideTip);
 
+  // The mode is in the URL (#owner, #bytes, #ops), so a view can be linked;
+  // a heat mode asked for before any load is measured waits for it.
+  const MODES = ["owner", "bytes", "ops"];
+  let wanted = MODES.includes(location.hash.slice(1)) ? location.hash.slice(1) : "owner";
+  function setMode(m) {
+    state.mode = m;
+    for (const r of document.querySelectorAll("input[name=mode]")) r.checked = r.value === m;
+    draw();
+  }
   for (const r of document.querySelectorAll("input[name=mode]")) {
-    r.addEventListener("change", () => { state.mode = r.value; draw(); });
+    r.addEventListener("change", () => {
+      wanted = r.value;
+      history.replaceState(null, "", "#" + r.value);
+      setMode(r.value);
+    });
   }
 
   // --- the tables ------------------------------------------------------------
@@ -220,6 +233,8 @@
 
     const measured = st.load.measured.length > 0;
     for (const r of document.querySelectorAll("input[name=mode]")) if (r.value !== "owner") r.disabled = !measured;
+    if (wanted !== state.mode && (measured || wanted === "owner")) setMode(wanted);
+    if (!measured && state.mode !== "owner") setMode("owner");
     $("mode-note").textContent = measured ? "load from " + st.load.measured.join(", ") : "heat maps once stores report load";
   }
 
