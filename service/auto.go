@@ -113,8 +113,9 @@ func autoStateProto(p directory.AutoPolicy, st directory.AutoState, now time.Tim
 		out.State = "frozen"
 	case st.BackoffUntil.After(now):
 		out.State = "backoff"
-	case out.State == "":
-		out.State = "starting"
+	case out.State == "" || out.State == "off" || out.State == "frozen":
+		// On (again) or unfrozen since the balancer's last decision.
+		out.State, out.Decision = "starting", "on: the leader's balancer decides at its next tick"
 	}
 	if !st.DecidedAt.IsZero() {
 		out.DecidedAt = timestamppb.New(st.DecidedAt)
