@@ -75,6 +75,9 @@ func TestTLSAndRoles(t *testing.T) {
 		if _, err := ra.Status(ctx, &slotdv1.StatusRequest{}); err != nil {
 			t.Errorf("Status: %v", err)
 		}
+		if _, err := slotdv1.NewAutoClient(read).Status(ctx, &slotdv1.AutoStatusRequest{}); err != nil {
+			t.Errorf("Auto.Status: %v", err)
+		}
 	})
 	for _, tc := range []struct {
 		name string
@@ -85,6 +88,11 @@ func TestTLSAndRoles(t *testing.T) {
 		{"undrain", func() error { _, err := ra.UndrainNode(ctx, &slotdv1.UndrainNodeRequest{NodeId: "a"}); return err }},
 		{"throttle", func() error {
 			_, err := ra.SetThrottle(ctx, &slotdv1.SetThrottleRequest{BytesPerSecond: 1})
+			return err
+		}},
+		{"auto on", func() error {
+			on := true
+			_, err := slotdv1.NewAutoClient(read).SetPolicy(ctx, &slotdv1.SetAutoPolicyRequest{Enabled: &on})
 			return err
 		}},
 		{"register", func() error {
