@@ -47,6 +47,7 @@ type Server struct {
 	dir       *directory.Directory
 	pool      *mover.StorePool
 	exe       *mover.Executor // nil with DisableMover
+	autoLoad  *autoLoad       // the balancer's view of the service's load aggregate
 	svc       *service.Service
 	az        *auth.Authorizer
 	clusterID string
@@ -69,7 +70,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, lg: cfg.Logger}
+	s := &Server{cfg: cfg, lg: cfg.Logger, autoLoad: &autoLoad{now: time.Now}}
 	if s.lg == nil {
 		s.lg = slog.New(slog.DiscardHandler)
 	}
@@ -171,7 +172,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 		// The automatic balancer, a part of the mover's leader.
 		bal, err := mover.NewBalancer(mover.BalancerConfig{
-			Directory: s.dir, Control: ctl, Name: cfg.Name, Tick: cfg.BalancerTick, Logger: lg, Registerer: s.reg,
+			Directory: s.dir, Control: ctl, Name: cfg.Name, Tick: cfg.BalancerTick, Load: s.autoLoad, Logger: lg, Registerer: s.reg,
 		})
 		if err != nil {
 			return nil, err
@@ -202,6 +203,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if s.svc, err = service.New(sc); err != nil {
 		return nil, err
 	}
+	s.autoLoad.agg = s.svc.Load()
 
 	// Authorization first, so a refused call runs nothing else; then the
 	// request metrics (slotd_grpc_server_*; the auth interceptor counts
