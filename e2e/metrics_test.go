@@ -134,7 +134,7 @@ func TestDashboardAndAlertMetricsExported(t *testing.T) {
 	}
 	c.waitRegistered(ids...)
 	c.bootstrap(ids)
-	c.waitPlan(c.move(0, otherNode(c, 0, ids)), 60*time.Second)
+	c.waitPlan(c.move(0, otherNode(c, 0, ids)), 2*time.Minute)
 	// A request to a node that does not own the key's slot: a redirect.
 	key := keysFor("metrics", []uint32{0})[0]
 	c.h.Eventually(30*time.Second, "a MOVED answer", func() error {
