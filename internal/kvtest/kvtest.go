@@ -11,7 +11,8 @@
 //	defer c.Close()
 //	sdk, err := client.New(ctx, client.Options{Endpoints: []string{c.Slotd}})
 //
-// or, in a test, c := kvtest.New(t, 2) (closed when the test ends).
+// or, in a test, c := kvtest.New(t, 2) (closed when the test ends) and
+// sdk, kv := c.KV(t).
 package kvtest
 
 import (
@@ -34,6 +35,7 @@ import (
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/server"
 	"github.com/slotd/slotd/slotkv"
+	"github.com/slotd/slotd/slotkv/kvclient"
 )
 
 // Cluster is slotd and its stores, running until Close.
@@ -198,6 +200,21 @@ func (c *Cluster) Close() error {
 	c.errMu.Lock()
 	defer c.errMu.Unlock()
 	return errors.Join(c.errs...)
+}
+
+// KV returns the SDK over the cluster's slotd and a KV client routed by
+// it, both closed when the test ends.
+func (c *Cluster) KV(t testing.TB) (*client.Client, *kvclient.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sdk, err := client.New(ctx, client.Options{Endpoints: []string{c.Slotd}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := kvclient.New(sdk)
+	t.Cleanup(func() { kv.Close(); sdk.Close() })
+	return sdk, kv
 }
 
 func freeAddr() string {

@@ -30,11 +30,7 @@ func TestErrorNamesKeySlotOwnerAndStore(t *testing.T) {
 	c := kvtest.New(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sdk, err := client.New(ctx, client.Options{Endpoints: []string{c.Slotd}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sdk.Close()
+	sdk, _ := c.KV(t)
 	key := []byte("{user:42}:name")
 	route, err := sdk.Route(key)
 	if err != nil {
@@ -78,16 +74,9 @@ func TestErrorText(t *testing.T) {
 
 // TestDelete: Delete removes a key and reports whether it existed.
 func TestDelete(t *testing.T) {
-	c := kvtest.New(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sdk, err := client.New(ctx, client.Options{Endpoints: []string{c.Slotd}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sdk.Close()
-	kv := kvclient.New(sdk)
-	defer kv.Close()
+	_, kv := kvtest.New(t, 1).KV(t)
 	if _, err := kv.Put(ctx, []byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/internal/kvtest"
 	"github.com/slotd/slotd/slotkv/kvclient"
 )
@@ -34,16 +33,9 @@ func TestLoadValue(t *testing.T) {
 // TestLoadCheckTraffic runs the three bulk mixes against real stores:
 // Check finds what Load wrote, then a wrong size; Traffic loses no write.
 func TestLoadCheckTraffic(t *testing.T) {
-	c := kvtest.New(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sdk, err := client.New(ctx, client.Options{Endpoints: []string{c.Slotd}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sdk.Close()
-	kv := kvclient.New(sdk)
-	defer kv.Close()
+	_, kv := kvtest.New(t, 2).KV(t)
 	bc := BulkConfig{KV: kv, Prefix: "b", Keys: 200, Size: 40, Concurrency: 4, OpTimeout: 10 * time.Second}
 
 	if r, err := Load(ctx, bc); err != nil || r.Writes != 200 || r.Errors != 0 {
