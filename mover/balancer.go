@@ -143,7 +143,8 @@ func (b *Balancer) Tick(ctx context.Context) (AutoDecision, error) {
 			d.Reason = fmt.Sprintf("%s: not applied: %v", d.Reason, err)
 		}
 	case AutoCancel:
-		if _, err := b.cfg.Control.Cancel(ctx, d.Cancel, AutoOperator); err != nil && !errors.Is(err, ErrPrecondition) {
+		actx := directory.WithAudit(ctx, directory.AuditEntry{Kind: directory.AuditPlan, Action: directory.ActionCancel, PlanID: d.Cancel, By: AutoOperator, Reason: d.Reason})
+		if _, err := b.cfg.Control.Cancel(actx, d.Cancel, AutoOperator); err != nil && !errors.Is(err, ErrPrecondition) {
 			return d, fmt.Errorf("cancel failed automatic plan %s: %w", d.Cancel, err)
 		}
 		d.State.CancelledPlan = d.Cancel
@@ -237,7 +238,8 @@ func (b *Balancer) plan(ctx context.Context, d *AutoDecision, pol directory.Auto
 		d.Kind, d.Reason = AutoWatching, d.Reason+": the planner found nothing to move"
 		return nil
 	}
-	if _, err := b.cfg.Control.Apply(ctx, p.ID, AutoOperator); err != nil {
+	actx := directory.WithAudit(ctx, directory.AuditEntry{Kind: directory.AuditPlan, Action: directory.ActionApply, PlanID: p.ID, By: AutoOperator, Reason: d.Reason})
+	if _, err := b.cfg.Control.Apply(actx, p.ID, AutoOperator); err != nil {
 		d.State.LastPlanAt = time.Time{}
 		return err
 	}

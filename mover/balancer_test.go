@@ -78,6 +78,12 @@ func TestBalancer(t *testing.T) {
 			t.Fatalf("move %+v", m)
 		}
 	}
+	// The automatic apply is in the audit log, by auto, with its reason.
+	audit, err := c.dir.Audit(c.ctx, directory.AuditQuery{Kind: directory.AuditPlan})
+	if err != nil || len(audit) == 0 || audit[0].Action != directory.ActionApply || audit[0].PlanID != p.ID ||
+		audit[0].By != AutoOperator || audit[0].Reason != "auto: fill new node n4" {
+		t.Fatalf("plan audit log %+v, %v; want the automatic apply of %s", audit, err, p.ID)
+	}
 	// The budget of 6 moves an hour is spent: n4 is still far below its
 	// share, but nothing more is planned.
 	d = tick(AutoWaiting)
