@@ -92,35 +92,8 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 
 	// The etcd client: embedded member or an external cluster.
-	s.endpoints = cfg.EtcdEndpoints
-	if len(s.endpoints) == 0 {
-		// With EtcdTLSCert the member serves TLS on both listeners with
-		// those files, and slotd dials it with the same ones (below).
-		var etcdTLS tlsconf.Config
-		scheme := "http"
-		if cfg.EtcdTLSCert != "" {
-			etcdTLS = tlsconf.Config{CertFile: cfg.EtcdTLSCert, KeyFile: cfg.EtcdTLSKey, CAFile: cfg.EtcdTLSCA, Logger: lg}
-			scheme = "https"
-		}
-		s.member, err = embedetcd.Start(ctx, embedetcd.Config{
-			DataDir: cfg.DataDir, ClientURL: EtcdURL(cfg.EtcdClientURL, scheme), PeerURL: EtcdURL(cfg.EtcdPeerURL, scheme),
-			ClientTLS: etcdTLS, PeerTLS: etcdTLS, Logger: lg,
-		})
-		if err != nil {
-			return nil, err
-		}
-		s.endpoints = s.member.Endpoints()
-	}
-	cc := clientv3.Config{Endpoints: s.endpoints, DialTimeout: cfg.RequestTimeout, Logger: zap.NewNop()}
-	if cfg.EtcdTLSCert != "" || cfg.EtcdTLSKey != "" || cfg.EtcdTLSCA != "" {
-		etc, err := tlsconf.NewClient(tlsconf.Config{CertFile: cfg.EtcdTLSCert, KeyFile: cfg.EtcdTLSKey, CAFile: cfg.EtcdTLSCA, Logger: lg})
-		if err != nil {
-			return nil, fmt.Errorf("etcd TLS: %w", err)
-		}
-		etc.ConfigureEtcd(&cc)
-	}
-	if s.cli, err = clientv3.New(cc); err != nil {
-		return nil, fmt.Errorf("etcd client for %v: %w", s.endpoints, err)
+	if s.member, s.endpoints, s.cli, err = openEtcd(ctx, cfg, lg); err != nil {
+		return nil, err
 	}
 
 	s.dir, err = directory.New(directory.Config{
@@ -476,4 +449,47 @@ func EtcdURL(s, scheme string) string {
 		return s
 	}
 	return scheme + "://" + s
+}
+
+// openEtcd starts the embedded etcd member (unless cfg.EtcdEndpoints names
+// a cluster) and returns a client of it, with the endpoints it dials. On
+// error nothing is left running.
+func openEtcd(ctx context.Context, cfg Config, lg *slog.Logger) (member *embedetcd.Server, endpoints []string, cli *clientv3.Client, err error) {
+	endpoints = cfg.EtcdEndpoints
+	if len(endpoints) == 0 {
+		// With EtcdTLSCert the member serves TLS on both listeners with
+		// those files, and slotd dials it with the same ones (below).
+		var etcdTLS tlsconf.Config
+		scheme := "http"
+		if cfg.EtcdTLSCert != "" {
+			etcdTLS = tlsconf.Config{CertFile: cfg.EtcdTLSCert, KeyFile: cfg.EtcdTLSKey, CAFile: cfg.EtcdTLSCA, Logger: lg}
+			scheme = "https"
+		}
+		member, err = embedetcd.Start(ctx, embedetcd.Config{
+			DataDir: cfg.DataDir, ClientURL: EtcdURL(cfg.EtcdClientURL, scheme), PeerURL: EtcdURL(cfg.EtcdPeerURL, scheme),
+			ClientTLS: etcdTLS, PeerTLS: etcdTLS, Logger: lg,
+		})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		endpoints = member.Endpoints()
+	}
+	fail := func(err error) (*embedetcd.Server, []string, *clientv3.Client, error) {
+		if member != nil {
+			member.Close()
+		}
+		return nil, nil, nil, err
+	}
+	cc := clientv3.Config{Endpoints: endpoints, DialTimeout: cfg.RequestTimeout, Logger: zap.NewNop()}
+	if cfg.EtcdTLSCert != "" || cfg.EtcdTLSKey != "" || cfg.EtcdTLSCA != "" {
+		etc, err := tlsconf.NewClient(tlsconf.Config{CertFile: cfg.EtcdTLSCert, KeyFile: cfg.EtcdTLSKey, CAFile: cfg.EtcdTLSCA, Logger: lg})
+		if err != nil {
+			return fail(fmt.Errorf("etcd TLS: %w", err))
+		}
+		etc.ConfigureEtcd(&cc)
+	}
+	if cli, err = clientv3.New(cc); err != nil {
+		return fail(fmt.Errorf("etcd client for %v: %w", endpoints, err))
+	}
+	return member, endpoints, cli, nil
 }

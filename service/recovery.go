@@ -174,3 +174,17 @@ func failTargets(snap *directory.Snapshot, id string) (map[slots.Slot]string, er
 	}
 	return out, nil
 }
+
+// Backup implements slotdv1.RecoveryServer: the directory at one etcd
+// revision, as the document slotd restore reads.
+func (s *RecoveryServer) Backup(ctx context.Context, req *slotdv1.BackupRequest) (*slotdv1.BackupResponse, error) {
+	b, err := s.dir.Backup(ctx, int(req.GetHistory()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	doc, err := b.Marshal()
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("backup: %w", err))
+	}
+	return &slotdv1.BackupResponse{Document: doc, Version: b.Version, EtcdRevision: b.EtcdRevision}, nil
+}

@@ -43,6 +43,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	root.Version = buildinfo.Read().String()
 	root.SetVersionTemplate("slotd {{.Version}}\n")
 	root.AddCommand(newEtcdCmd(stderr))
+	root.AddCommand(newRestoreCmd(stdout, stderr))
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
