@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,49 +15,16 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"github.com/slotd/slotd/api/slotdv1"
-	"github.com/slotd/slotd/directory"
-	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/internal/slotdtest"
 	"github.com/slotd/slotd/internal/waitfor"
-	"github.com/slotd/slotd/migrations"
-	"github.com/slotd/slotd/mover"
-	"github.com/slotd/slotd/service"
+	"github.com/slotd/slotd/server"
 )
 
-// startSlotd serves slotd's API in-process over a real etcd, without a
-// mover, and returns its address.
+// startSlotd serves slotd in-process over a real etcd (internal/slotdtest),
+// without a mover, and returns its address.
 func startSlotd(t *testing.T) string {
 	t.Helper()
-	e := etcdtest.New(t)
-	d, err := directory.New(directory.Config{Client: e.NewClient(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := migrations.Apply(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := mover.NewControl(mover.ControlConfig{Directory: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := service.New(service.Config{Directory: d, Control: ctl, ClusterID: "test", ServerID: "s1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(service.ServerOptions()...)
-	svc.Register(srv)
-	runCtx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = svc.Run(runCtx) }()
-	go func() { defer wg.Done(); _ = srv.Serve(lis) }()
-	t.Cleanup(func() { stop(); srv.GracefulStop(); wg.Wait() })
-	return lis.Addr().String()
+	return slotdtest.Start(t, func(c *server.Config) { c.DisableMover = true }).Addr()
 }
 
 // TestHealthReflectionReadyz runs slotkv against a slotd that is not yet
