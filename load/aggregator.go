@@ -1,6 +1,7 @@
 package load
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -293,4 +294,9 @@ func (a *Aggregator) Forget(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.reports, id)
+}
+
+// Loads is NodeLoads at the present time, as console.LoadSource asks it.
+func (a *Aggregator) Loads(context.Context) (map[string]planner.NodeLoad, error) {
+	return a.NodeLoads(time.Now()), nil
 }

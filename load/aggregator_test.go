@@ -269,3 +269,5 @@ func TestNodeLoadsAndView(t *testing.T) {
 }
 
 func fmtV(v any) string { return fmt.Sprintf("%+v", v) }
+
+func nowish() time.Time { return time.Now() }

@@ -18,7 +18,7 @@ type metrics struct {
 	cutover        prometheus.Histogram
 	leader         prometheus.Gauge
 	nodeSlots      *prometheus.GaugeVec
-	nodeLoad       *prometheus.GaugeVec
+	slotRatio       *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -52,13 +52,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		nodeSlots: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "slotd_node_slots", Help: "Slots owned by each node.",
 		}, []string{"node"}),
-		nodeLoad: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "slotd_node_load_ratio", Help: "Node's slots divided by the mean over active nodes, weighted (seed 002's node.load_ratio).",
+		slotRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "slotd_node_slot_ratio", Help: "Node's slots over its weighted fair share of the slots (1 is balanced). Measured load is slotd_node_load_ratio.",
 		}, []string{"node"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.moves, m.bytesMoved, m.keysMoved, m.bytesRemaining, m.throttle,
-			m.moveDuration, m.cutover, m.leader, m.nodeSlots, m.nodeLoad)
+			m.moveDuration, m.cutover, m.leader, m.nodeSlots, m.slotRatio)
 	}
 	return m
 }
@@ -75,12 +75,12 @@ func (m *metrics) observeTable(snap *directory.Snapshot) {
 		}
 	}
 	m.nodeSlots.Reset()
-	m.nodeLoad.Reset()
+	m.slotRatio.Reset()
 	for _, n := range snap.Nodes {
 		m.nodeSlots.WithLabelValues(n.ID).Set(float64(counts[n.ID]))
 		if total > 0 && n.Weight > 0 {
 			share := float64(16384) * float64(n.Weight) / float64(total)
-			m.nodeLoad.WithLabelValues(n.ID).Set(float64(counts[n.ID]) / share)
+			m.slotRatio.WithLabelValues(n.ID).Set(float64(counts[n.ID]) / share)
 		}
 	}
 }

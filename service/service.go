@@ -126,6 +126,11 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(agg.Collector()); err != nil {
+			return nil, fmt.Errorf("service: register load metrics: %w", err)
+		}
+	}
 	l := &LoadServer{agg: agg, now: time.Now}
 	return &Service{hub: hub, dir: d, admin: a, auto: au, recovery: r, op: &OperatorServer{a: a}, load: l}, nil
 }

@@ -1,0 +1,50 @@
+package load
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/slotd/slotd/api/slotdv1"
+)
+
+// TestMetrics: a known node has its load and ratios; an unknown one only
+// slotd_node_load_known 0, no zeros.
+func TestMetrics(t *testing.T) {
+	a := newAgg(t, testMap(t))
+	// Reports are timed by the wall clock here: Collect reads time.Now.
+	r := goodReport()
+	r.Slots = r.Slots[:1]
+	r.HotKeys = nil
+	if err := a.Report(nowish(), r); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Report(nowish(), &slotdv1.LoadReport{NodeId: "n2", Version: 10, Slots: []*slotdv1.SlotLoad{{Slot: 500, Keys: 30, Bytes: 3000, Reads_10M: 6}}}); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP slotd_hot_slots Slots whose load alone exceeds their node's band (fair share times 1 + tolerance) in bytes or ops: moving them cannot fix their node.
+# TYPE slotd_hot_slots gauge
+slotd_hot_slots 1
+# HELP slotd_node_load_known 1 while the node's last load report is live (it reported within three of its intervals), else 0.
+# TYPE slotd_node_load_known gauge
+slotd_node_load_known{node="n1"} 1
+slotd_node_load_known{node="n2"} 1
+slotd_node_load_known{node="n3"} 0
+# HELP slotd_node_load_ratio A node's measured load over its fair share (its weight over the active known nodes' weight, times the cluster's total) per dimension (keys, bytes, ops): 1 is balanced. Absent while unknown.
+# TYPE slotd_node_load_ratio gauge
+slotd_node_load_ratio{dimension="bytes",node="n1"} 0.5
+slotd_node_load_ratio{dimension="bytes",node="n2"} 1.5
+slotd_node_load_ratio{dimension="keys",node="n1"} 0.5
+slotd_node_load_ratio{dimension="keys",node="n2"} 1.5
+slotd_node_load_ratio{dimension="ops",node="n1"} 1
+slotd_node_load_ratio{dimension="ops",node="n2"} 1
+`
+	if err := testutil.CollectAndCompare(a.Collector(), strings.NewReader(want), "slotd_hot_slots", "slotd_node_load_known", "slotd_node_load_ratio"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(a.Collector(), "slotd_node_load"); n != 10 {
+		t.Fatalf("%d slotd_node_load series, want 5 dimensions x 2 known nodes", n)
+	}
+}
