@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/load"
 )
 
 func init() { register(newStatusCmd) }
@@ -21,13 +22,18 @@ func init() { register(newStatusCmd) }
 //	{"version": 12, "server": "slotd-1", "mover_leader": "slotd-1",
 //	 "throttle_bytes_per_second": 50000000,
 //	 "nodes": [{"id": "n1", "address": "127.0.0.1:7501", "zone": "", "weight": 1,
-//	            "state": "active", "slots": 5462, "target_slots": 5461, "load": 1.0002}],
+//	            "state": "active", "slots": 5462, "target_slots": 5461, "load": 1.0002,
+//	            "measured": <measuredJSON> or null}],
+//	 "load_unknown": ["n3"], "hot_spots": [<hotSpotJSON>],
 //	 "in_flight": [{"plan_id": "...", "move_id": "...", "slot": 17, "from": "n1", "to": "n4",
 //	                "phase": "copying", "bytes_copied": 1024, "started_at": "2026-01-02T03:04:05Z"}],
 //	 "active_plan": <plan, see planJSON> or null}
 //
-// Node states: active, draining, down. load is slots/target_slots (1 is
-// balanced; 0 when the node should own nothing).
+// Node states: active, draining, down. load is slots/target_slots, the
+// SLOT RATIO column (1 is balanced; 0 when the node should own nothing);
+// measured is the node's measured load and its ratios (see measuredJSON),
+// null while unknown (no report within three of its intervals), and then
+// the node is in load_unknown.
 type statusJSON struct {
 	Version     uint64          `json:"version"`
 	Server      string          `json:"server"`
@@ -40,6 +46,10 @@ type statusJSON struct {
 	// nothing in the directory explains (left copies its reconciliation
 	// is dropping or waiting out the grace for). Omitted when none.
 	OrphanBytes map[string]int64 `json:"orphan_bytes,omitempty"`
+	// LoadUnknown names the nodes whose load is unknown; HotSpots the
+	// slots moving cannot fix. Both empty against a slotd without load.
+	LoadUnknown []string      `json:"load_unknown"`
+	HotSpots    []hotSpotJSON `json:"hot_spots"`
 }
 
 type nodeLoadJSON struct {
@@ -51,6 +61,8 @@ type nodeLoadJSON struct {
 	Slots       uint32  `json:"slots"`
 	TargetSlots uint32  `json:"target_slots"`
 	Load        float64 `json:"load"`
+	// Measured is null while the node's load is unknown.
+	Measured *measuredJSON `json:"measured"`
 }
 
 type moveJSON struct {
@@ -93,17 +105,25 @@ func newStatusCmd(g *globals) *cobra.Command {
 						}
 					}
 				}
-				return g.printStatus(st, orphans)
+				lv, _, err := loadView(cctx, c, false)
+				if err != nil {
+					return err
+				}
+				return g.printStatus(st, orphans, lv)
 			})
 		},
 	}
 }
 
-func (g *globals) printStatus(st *slotdv1.StatusResponse, orphans map[string]int64) error {
+func (g *globals) printStatus(st *slotdv1.StatusResponse, orphans map[string]int64, lv load.View) error {
 	out := statusJSON{
 		Version: st.GetVersion(), Server: st.GetServer(), MoverLeader: st.GetMoverLeader(),
 		Throttle: st.GetThrottle().GetDefaultBytesPerSecond(), Nodes: []nodeLoadJSON{}, InFlight: []moveJSON{},
-		OrphanBytes: orphans,
+		OrphanBytes: orphans, LoadUnknown: unknownOf(lv), HotSpots: hotSpotsOf(lv),
+	}
+	measured := map[string]*measuredJSON{}
+	for _, n := range lv.Nodes {
+		measured[n.ID] = measuredOf(n)
 	}
 	nodes := slices.Clone(st.GetNodes())
 	slices.SortFunc(nodes, func(a, b *slotdv1.NodeLoad) int { return strings.Compare(a.GetNode().GetId(), b.GetNode().GetId()) })
@@ -112,6 +132,7 @@ func (g *globals) printStatus(st *slotdv1.StatusResponse, orphans map[string]int
 			ID: n.GetNode().GetId(), Address: n.GetNode().GetAddress(), Zone: n.GetNode().GetZone(),
 			Weight: n.GetNode().GetWeight(), State: nodeState(n.GetNode().GetState()),
 			Slots: n.GetSlots(), TargetSlots: n.GetTargetSlots(), Load: n.GetLoad(),
+			Measured: measured[n.GetNode().GetId()],
 		})
 	}
 	for _, m := range st.GetInFlight() {
@@ -127,16 +148,26 @@ func (g *globals) printStatus(st *slotdv1.StatusResponse, orphans map[string]int
 	return g.print(out, func(w io.Writer) error {
 		fmt.Fprintf(w, "version %d, server %s, mover leader %s, throttle %s\n\n",
 			out.Version, orDash(out.Server), orDash(out.MoverLeader), formatRate(out.Throttle))
-		t := newTable(w, "NODE", "ADDRESS", "ZONE", "WEIGHT", "STATE", "SLOTS", "TARGET", "LOAD")
+		t := newTable(w, "NODE", "ADDRESS", "ZONE", "WEIGHT", "STATE", "SLOTS", "TARGET", "SLOT RATIO", "BYTES", "BYTES RATIO", "OPS/S", "OPS RATIO")
 		for _, n := range out.Nodes {
-			target, load := "-", "-"
+			target, ratio := "-", "-"
 			if n.TargetSlots > 0 {
-				target, load = fmt.Sprint(n.TargetSlots), fmt.Sprintf("%.2f", n.Load)
+				target, ratio = fmt.Sprint(n.TargetSlots), fmt.Sprintf("%.2f", n.Load)
 			}
-			t.row(n.ID, n.Address, orDash(n.Zone), n.Weight, n.State, n.Slots, target, load)
+			bytes, bratio, ops, oratio := "unknown", "-", "unknown", "-"
+			if m := n.Measured; m != nil {
+				bytes, bratio, ops, oratio = formatBytes(m.Bytes), ratioText(m.BytesRatio), rateText(m.Ops), ratioText(m.OpsRatio)
+			}
+			t.row(n.ID, n.Address, orDash(n.Zone), n.Weight, n.State, n.Slots, target, ratio, bytes, bratio, ops, oratio)
 		}
 		if err := t.flush(); err != nil {
 			return err
+		}
+		if len(out.LoadUnknown) > 0 {
+			fmt.Fprintf(w, "\nload unknown (no report within 3 intervals): %s\n", strings.Join(out.LoadUnknown, ", "))
+		}
+		if line := hotSpotLine(out.HotSpots); line != "" {
+			fmt.Fprintf(w, "\n%s\n", line)
 		}
 		if line := orphanLine(out.OrphanBytes); line != "" {
 			fmt.Fprintf(w, "\n%s\n", line)
