@@ -47,4 +47,25 @@ slotd_node_load_ratio{dimension="ops",node="n2"} 1
 	if n := testutil.CollectAndCount(a.Collector(), "slotd_node_load"); n != 10 {
 		t.Fatalf("%d slotd_node_load series, want 5 dimensions x 2 known nodes", n)
 	}
+
+	// Known nodes holding nothing at all are balanced (ratio 1), not
+	// without a ratio: the alert and the dashboard see them.
+	b := newAgg(t, testMap(t))
+	for _, id := range []string{"n1", "n2"} {
+		if err := b.Report(nowish(), &slotdv1.LoadReport{NodeId: id, Version: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := testutil.CollectAndCompare(b.Collector(), strings.NewReader(`
+# HELP slotd_node_load_ratio A node's measured load over its fair share (its weight over the active known nodes' weight, times the cluster's total) per dimension (keys, bytes, ops): 1 is balanced. Absent while unknown.
+# TYPE slotd_node_load_ratio gauge
+slotd_node_load_ratio{dimension="bytes",node="n1"} 1
+slotd_node_load_ratio{dimension="bytes",node="n2"} 1
+slotd_node_load_ratio{dimension="keys",node="n1"} 1
+slotd_node_load_ratio{dimension="keys",node="n2"} 1
+slotd_node_load_ratio{dimension="ops",node="n1"} 1
+slotd_node_load_ratio{dimension="ops",node="n2"} 1
+`), "slotd_node_load_ratio"); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -70,7 +70,8 @@ func (n NodeView) Value(dim string) float64 {
 
 // Ratio returns the node's load over its fair share in dim (keys, bytes or
 // ops; 1 is balanced for any weights); ok is false when the node is
-// unknown or has no share (not active, or the cluster has no such load).
+// unknown or has no share (not active, or weight 0). When the known nodes
+// hold none of dim at all, every active one is balanced: 1.
 func (n NodeView) Ratio(dim string) (ratio float64, ok bool) {
 	var fair float64
 	switch dim {
@@ -80,9 +81,14 @@ func (n NodeView) Ratio(dim string) (ratio float64, ok bool) {
 		fair = n.FairBytes
 	case DimOps:
 		fair = n.FairOps
-	}
-	if !n.Known || fair <= 0 {
+	default:
 		return 0, false
+	}
+	switch {
+	case !n.Known || n.State != slotdv1.NodeState_NODE_STATE_ACTIVE || n.Weight == 0:
+		return 0, false
+	case fair <= 0:
+		return 1, true // nothing to balance: every share is zero
 	}
 	return n.Value(dim) / fair, true
 }
