@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client"
+	"github.com/slotd/slotd/internal/waitfor"
 )
 
 // rssBytes reads a process's resident set size from /proc.
@@ -54,22 +56,16 @@ func BenchmarkRSS1000Watchers(b *testing.B) {
 			_ = cmd.Process.Signal(os.Interrupt)
 			_ = cmd.Wait()
 		}
+		b.Cleanup(stop) // after a failure too (a second stop does nothing)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		conn := dial(b, grpcAddr)
 		ac := slotdv1.NewAdminClient(conn)
-		for {
+		waitfor.ErrEvery(b, 2*time.Minute, 50*time.Millisecond, "bootstrap", func() error {
 			_, err := ac.Bootstrap(ctx, &slotdv1.BootstrapRequest{Nodes: []*slotdv1.Node{
 				{Id: "a", Address: "127.0.0.1:7001"}, {Id: "b", Address: "127.0.0.1:7002"}, {Id: "c", Address: "127.0.0.1:7003"},
 			}})
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				stop()
-				b.Fatalf("bootstrap: %v", err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return err
+		})
 		idle, err := rssBytes(cmd.Process.Pid)
 		if err != nil {
 			b.Fatal(err)
@@ -81,16 +77,12 @@ func BenchmarkRSS1000Watchers(b *testing.B) {
 			}
 		}
 		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-		for {
-			_, body := httpGet(hc, "http://"+httpAddr+"/metrics")
-			if strings.Contains(body, "\nslotd_service_watchers 1000\n") {
-				break
+		waitfor.ErrEvery(b, 2*time.Minute, 50*time.Millisecond, "the server counting 1,000 watch streams", func() error {
+			if _, body := httpGet(hc, "http://"+httpAddr+"/metrics"); !strings.Contains(body, "\nslotd_service_watchers 1000\n") {
+				return errors.New("slotd_service_watchers is not 1000 yet")
 			}
-			if ctx.Err() != nil {
-				b.Fatal("the server never counted 1,000 watch streams")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		busy, err := rssBytes(cmd.Process.Pid)
 		if err != nil {
 			b.Fatal(err)
