@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/mover/planner"
 )
 
 // The balancer room: the automatic balancer as a part of the mover's
@@ -250,10 +251,11 @@ func (b *Balancer) plan(ctx context.Context, d *AutoDecision, pol directory.Auto
 }
 
 // autoPlanRequest is the plan request for an automatic plan: the budget
-// left as its bound, the decision's reason. The planner's balance-by and
-// MaxBytes go here once the planner takes them.
-func autoPlanRequest(d AutoDecision, _ directory.AutoPolicy) PlanRequest {
-	return PlanRequest{MaxMoves: d.MaxMoves, Operator: AutoOperator, Reason: d.Reason}
+// left as its bound, the policy's balance mode and band, the decision's
+// reason.
+func autoPlanRequest(d AutoDecision, pol directory.AutoPolicy) PlanRequest {
+	return PlanRequest{MaxMoves: d.MaxMoves, MaxBytes: d.MaxBytes, Operator: AutoOperator, Reason: d.Reason,
+		BalanceBy: planner.BalanceBy(pol.BalanceBy), Tolerance: pol.Tolerance}
 }
 
 // stateWriteEvery bounds how often a decision whose words alone changed

@@ -56,6 +56,9 @@ type Control struct {
 	lg    *slog.Logger
 	now   func() time.Time
 	keep  int // plans kept beyond the active one
+	loads LoadSource
+	// balanceBy is the default mode of a plan request.
+	balanceBy planner.BalanceBy
 
 	// decoded keeps the last decoded form of each plan record: a plan of
 	// thousands of moves takes tens of milliseconds to decode, and
@@ -88,6 +91,12 @@ type ControlConfig struct {
 	// every `slotctl move` and `slotctl plan` stores one, and status reads
 	// them all. Default DefaultKeepPlans.
 	KeepPlans int
+	// Loads gives plans the nodes' measured load (nil: none, so auto plans
+	// balance slot counts and bytes or ops are refused).
+	Loads LoadSource
+	// BalanceBy is what a plan balances when its request does not say
+	// (zero value: auto).
+	BalanceBy planner.BalanceBy
 }
 
 // DefaultKeepPlans is ControlConfig.KeepPlans' default.
@@ -110,7 +119,11 @@ func NewControl(cfg ControlConfig) (*Control, error) {
 	if cfg.KeepPlans < 1 {
 		return nil, fmt.Errorf("%w: KeepPlans %d must be at least 1", ErrInvalid, cfg.KeepPlans)
 	}
-	return &Control{dir: cfg.Directory, sizes: cfg.Sizes, lg: cfg.Logger, now: cfg.Now, keep: cfg.KeepPlans}, nil
+	if _, err := planner.ParseBalanceBy(string(cfg.BalanceBy)); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return &Control{dir: cfg.Directory, sizes: cfg.Sizes, lg: cfg.Logger, now: cfg.Now, keep: cfg.KeepPlans,
+		loads: cfg.Loads, balanceBy: cfg.BalanceBy}, nil
 }
 
 // PlanRequest asks for a plan.
@@ -119,6 +132,12 @@ type PlanRequest struct {
 	MaxMoves int // 0: as many as balance needs
 	Operator string
 	Reason   string
+	// BalanceBy is what to balance ("": the Control's default), Tolerance
+	// the dead band (0: 10%), MaxBytes the bytes budget (0: none); see
+	// planner.Input.
+	BalanceBy planner.BalanceBy
+	Tolerance float64
+	MaxBytes  int64
 }
 
 // Propose computes a plan for the current table with req's node edits
@@ -159,8 +178,18 @@ func (c *Control) Propose(ctx context.Context, req PlanRequest) (*Plan, error) {
 			in.SlotBytes = sizes
 		}
 	}
+	in.BalanceBy, in.Tolerance, in.MaxBytes, in.MaxMoves = req.BalanceBy, req.Tolerance, req.MaxBytes, req.MaxMoves
+	if in.BalanceBy == "" {
+		in.BalanceBy = c.balanceBy
+	}
+	if c.loads != nil {
+		in.Loads = c.loads.NodeLoads(c.now())
+	}
 	pp, err := planner.Compute(in)
 	if err != nil {
+		if errors.Is(err, planner.ErrNoLoad) {
+			return nil, fmt.Errorf("plan: %w: %v", ErrPrecondition, err)
+		}
 		if errors.Is(err, planner.ErrInvalid) {
 			return nil, fmt.Errorf("plan: %w: %v", ErrInvalid, err)
 		}

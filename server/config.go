@@ -12,6 +12,7 @@ import (
 	"github.com/slotd/slotd/auth"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/mover"
+	"github.com/slotd/slotd/mover/planner"
 )
 
 // ErrInvalidConfig marks the errors of Config.Validate: the configuration
@@ -86,6 +87,13 @@ type Config struct {
 	// mover's leader (--balancer-tick); its policy is in the directory
 	// (slotctl auto), off by default.
 	BalancerTick time.Duration
+	// BalanceBy is what a plan balances when its request does not say
+	// (--balance-by): slots, bytes, ops or auto (bytes and ops together,
+	// slot counts until a node reports its load).
+	BalanceBy planner.BalanceBy
+	// Loads gives plans the nodes' measured load (nil: none). No flag: the
+	// server's load aggregator when it has one.
+	Loads mover.LoadSource
 
 	// DisableMover serves the API without running the mover: plans are
 	// stored and stay where the API leaves them. No flag; tests use it to
@@ -113,6 +121,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 10 * time.Second,
 		MoveParallelism: 1,
 		BalancerTick:    mover.DefaultBalancerTick,
+		BalanceBy:       planner.BalanceAuto,
 	}
 }
 
@@ -150,6 +159,8 @@ func (c *Config) Validate() error {
 		msg = fmt.Sprintf("--move-parallelism %d is not in 1-%d", c.MoveParallelism, mover.MaxParallelism)
 	case c.BalancerTick <= 0:
 		msg = "--balancer-tick must be positive, e.g. --balancer-tick 5s"
+	case func() bool { _, err := planner.ParseBalanceBy(string(c.BalanceBy)); return err != nil }():
+		msg = fmt.Sprintf("--balance-by %q: want slots, bytes, ops or auto", c.BalanceBy)
 	case (c.TLSKey != "" || c.TLSCA != "") && c.TLSCert == "":
 		msg = "--tls-ca and --client-auth need --tls-cert and --tls-key"
 	default:

@@ -30,6 +30,7 @@ import (
 	"github.com/slotd/slotd/internal/embedetcd"
 	"github.com/slotd/slotd/migrations"
 	"github.com/slotd/slotd/mover"
+	"github.com/slotd/slotd/mover/planner"
 	"github.com/slotd/slotd/service"
 	"github.com/slotd/slotd/tlsconf"
 )
@@ -132,7 +133,13 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	s.pool = mover.NewStorePool(mover.PoolConfig{DialOptions: storeDial, Logger: lg})
-	ctl, err := mover.NewControl(mover.ControlConfig{Directory: s.dir, Sizes: s.pool, Logger: lg})
+	loads := cfg.Loads
+	if loads == nil {
+		// This replica's aggregate of the stores' reports, built with the
+		// services below.
+		loads = serviceLoads{s}
+	}
+	ctl, err := mover.NewControl(mover.ControlConfig{Directory: s.dir, Sizes: s.pool, Logger: lg, Loads: loads, BalanceBy: cfg.BalanceBy})
 	if err != nil {
 		return nil, err
 	}
@@ -493,3 +500,16 @@ func openEtcd(ctx context.Context, cfg Config, lg *slog.Logger) (member *embedet
 	}
 	return member, endpoints, cli, nil
 }
+
+// serviceLoads reads the load aggregate of the server's services, which are
+// built after the mover's Control.
+type serviceLoads struct{ s *Server }
+
+func (l serviceLoads) NodeLoads(now time.Time) map[string]planner.NodeLoad {
+	if l.s.svc == nil {
+		return nil
+	}
+	return l.s.svc.Load().NodeLoads(now)
+}
+
+var _ mover.LoadSource = serviceLoads{}

@@ -14,6 +14,7 @@ import (
 	"github.com/slotd/slotd/auth"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/mover"
+	"github.com/slotd/slotd/mover/planner"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -252,11 +253,21 @@ func (s *AdminServer) inFlight(ctx context.Context) map[int]directory.Move {
 
 // Plan implements slotdv1.AdminServer.
 func (s *AdminServer) Plan(ctx context.Context, req *slotdv1.PlanRequest) (*slotdv1.PlanResponse, error) {
+	by, err := planner.ParseBalanceBy(req.GetBalanceBy())
+	if err != nil {
+		return nil, invalid("plan: " + err.Error())
+	}
+	if req.GetBalanceBy() == "" {
+		by = "" // slotd's --balance-by
+	}
 	p, err := s.ctl.Propose(ctx, mover.PlanRequest{
-		Edits:    editsFrom(req.GetAdd(), req.GetDrain(), req.GetWeights()),
-		MaxMoves: int(req.GetMaxMoves()),
-		Operator: s.operator(ctx, req.GetOperator()),
-		Reason:   req.GetReason(),
+		Edits:     editsFrom(req.GetAdd(), req.GetDrain(), req.GetWeights()),
+		MaxMoves:  int(req.GetMaxMoves()),
+		Operator:  s.operator(ctx, req.GetOperator()),
+		Reason:    req.GetReason(),
+		BalanceBy: by,
+		Tolerance: req.GetTolerance(),
+		MaxBytes:  int64(min(req.GetMaxBytes(), 1<<62)),
 	})
 	if err != nil {
 		return nil, toStatus(err)

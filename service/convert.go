@@ -136,6 +136,7 @@ func planProto(p *mover.Plan, withMoves bool, inFlight map[int]directory.Move) *
 			BytesBefore: uint64(max(n.BytesBefore, 0)), BytesAfter: uint64(max(n.BytesAfter, 0)),
 		})
 	}
+	loadProto(p, out)
 	if withMoves {
 		out.Moves = make([]*slotdv1.PlannedMove, len(p.Moves))
 		for i, m := range p.Moves {
@@ -170,6 +171,7 @@ func PlanFromProto(pb *slotdv1.Plan) *mover.Plan {
 			BytesBefore: int64(min(n.GetBytesBefore(), 1<<62)), BytesAfter: int64(min(n.GetBytesAfter(), 1<<62)),
 		})
 	}
+	loadFromProto(pb, p)
 	if d := pb.GetEstimated(); d != nil {
 		p.Estimate = d.AsDuration()
 	}

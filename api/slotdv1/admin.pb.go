@@ -1425,7 +1425,13 @@ type NodeBalance struct {
 	BytesBefore uint64                 `protobuf:"varint,4,opt,name=bytes_before,json=bytesBefore,proto3" json:"bytes_before,omitempty"`
 	BytesAfter  uint64                 `protobuf:"varint,5,opt,name=bytes_after,json=bytesAfter,proto3" json:"bytes_after,omitempty"`
 	// Slots the node should own given its weight.
-	TargetSlots   uint32 `protobuf:"varint,6,opt,name=target_slots,json=targetSlots,proto3" json:"target_slots,omitempty"`
+	TargetSlots uint32 `protobuf:"varint,6,opt,name=target_slots,json=targetSlots,proto3" json:"target_slots,omitempty"`
+	// Measured load (issue 14): known when the node reported (or owns
+	// nothing). Bytes held and requests per second, and each over the node's
+	// fair share (weight over the active nodes with known load) of the total.
+	LoadKnown     bool          `protobuf:"varint,30,opt,name=load_known,json=loadKnown,proto3" json:"load_known,omitempty"`
+	LoadBefore    *NodeLoadView `protobuf:"bytes,31,opt,name=load_before,json=loadBefore,proto3" json:"load_before,omitempty"`
+	LoadAfter     *NodeLoadView `protobuf:"bytes,32,opt,name=load_after,json=loadAfter,proto3" json:"load_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1502,6 +1508,166 @@ func (x *NodeBalance) GetTargetSlots() uint32 {
 	return 0
 }
 
+func (x *NodeBalance) GetLoadKnown() bool {
+	if x != nil {
+		return x.LoadKnown
+	}
+	return false
+}
+
+func (x *NodeBalance) GetLoadBefore() *NodeLoadView {
+	if x != nil {
+		return x.LoadBefore
+	}
+	return nil
+}
+
+func (x *NodeBalance) GetLoadAfter() *NodeLoadView {
+	if x != nil {
+		return x.LoadAfter
+	}
+	return nil
+}
+
+// NodeLoadView is a node's measured load and its ratios to its share.
+type NodeLoadView struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bytes         float64                `protobuf:"fixed64,1,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Ops           float64                `protobuf:"fixed64,2,opt,name=ops,proto3" json:"ops,omitempty"`
+	BytesRatio    float64                `protobuf:"fixed64,3,opt,name=bytes_ratio,json=bytesRatio,proto3" json:"bytes_ratio,omitempty"`
+	OpsRatio      float64                `protobuf:"fixed64,4,opt,name=ops_ratio,json=opsRatio,proto3" json:"ops_ratio,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLoadView) Reset() {
+	*x = NodeLoadView{}
+	mi := &file_slotdv1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLoadView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLoadView) ProtoMessage() {}
+
+func (x *NodeLoadView) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLoadView.ProtoReflect.Descriptor instead.
+func (*NodeLoadView) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *NodeLoadView) GetBytes() float64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *NodeLoadView) GetOps() float64 {
+	if x != nil {
+		return x.Ops
+	}
+	return 0
+}
+
+func (x *NodeLoadView) GetBytesRatio() float64 {
+	if x != nil {
+		return x.BytesRatio
+	}
+	return 0
+}
+
+func (x *NodeLoadView) GetOpsRatio() float64 {
+	if x != nil {
+		return x.OpsRatio
+	}
+	return 0
+}
+
+// BlockedSlots are slots no move may take: their owner is down.
+type BlockedSlots struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Range notation ("0-99,200").
+	Slots         string `protobuf:"bytes,2,opt,name=slots,proto3" json:"slots,omitempty"`
+	Count         uint32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlockedSlots) Reset() {
+	*x = BlockedSlots{}
+	mi := &file_slotdv1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlockedSlots) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlockedSlots) ProtoMessage() {}
+
+func (x *BlockedSlots) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlockedSlots.ProtoReflect.Descriptor instead.
+func (*BlockedSlots) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *BlockedSlots) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *BlockedSlots) GetSlots() string {
+	if x != nil {
+		return x.Slots
+	}
+	return ""
+}
+
+func (x *BlockedSlots) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *BlockedSlots) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type Plan struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1531,13 +1697,25 @@ type Plan struct {
 	// the planner's estimates (the stores' slot sizes when it planned);
 	// a move's bytes_copied is what its transfer measured.
 	BytesEstimated bool `protobuf:"varint,41,opt,name=bytes_estimated,json=bytesEstimated,proto3" json:"bytes_estimated,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// What the plan balanced: slots, bytes, ops or auto, within tolerance.
+	BalanceBy string  `protobuf:"bytes,30,opt,name=balance_by,json=balanceBy,proto3" json:"balance_by,omitempty"`
+	Tolerance float64 `protobuf:"fixed64,31,opt,name=tolerance,proto3" json:"tolerance,omitempty"`
+	// Why the plan ends where it does: "balanced within 10%: nothing to do",
+	// "stopped at the budget", ...
+	Note string `protobuf:"bytes,32,opt,name=note,proto3" json:"note,omitempty"`
+	// Nodes of unknown load: they neither gave nor took.
+	UnknownNodes []string `protobuf:"bytes,33,rep,name=unknown_nodes,json=unknownNodes,proto3" json:"unknown_nodes,omitempty"`
+	// Slots moving cannot fix (HotSpot is in load.proto): the plan leaves
+	// each and moves its node's other loaded slots away.
+	HotSpots      []*HotSpot      `protobuf:"bytes,34,rep,name=hot_spots,json=hotSpots,proto3" json:"hot_spots,omitempty"`
+	Blocked       []*BlockedSlots `protobuf:"bytes,35,rep,name=blocked,proto3" json:"blocked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_slotdv1_admin_proto_msgTypes[21]
+	mi := &file_slotdv1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1727,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[21]
+	mi := &file_slotdv1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1740,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{21}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Plan) GetId() string {
@@ -1691,6 +1869,48 @@ func (x *Plan) GetBytesEstimated() bool {
 	return false
 }
 
+func (x *Plan) GetBalanceBy() string {
+	if x != nil {
+		return x.BalanceBy
+	}
+	return ""
+}
+
+func (x *Plan) GetTolerance() float64 {
+	if x != nil {
+		return x.Tolerance
+	}
+	return 0
+}
+
+func (x *Plan) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *Plan) GetUnknownNodes() []string {
+	if x != nil {
+		return x.UnknownNodes
+	}
+	return nil
+}
+
+func (x *Plan) GetHotSpots() []*HotSpot {
+	if x != nil {
+		return x.HotSpots
+	}
+	return nil
+}
+
+func (x *Plan) GetBlocked() []*BlockedSlots {
+	if x != nil {
+		return x.Blocked
+	}
+	return nil
+}
+
 type PlanRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stop after this many moves; 0 for as many as balance needs.
@@ -1699,16 +1919,22 @@ type PlanRequest struct {
 	Reason   string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Node edits to plan for (made in the directory by Apply, not now):
 	// nodes to add, nodes to drain, new weights by node id.
-	Add           []*NodeSpec       `protobuf:"bytes,4,rep,name=add,proto3" json:"add,omitempty"`
-	Drain         []string          `protobuf:"bytes,5,rep,name=drain,proto3" json:"drain,omitempty"`
-	Weights       map[string]uint32 `protobuf:"bytes,6,rep,name=weights,proto3" json:"weights,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Add     []*NodeSpec       `protobuf:"bytes,4,rep,name=add,proto3" json:"add,omitempty"`
+	Drain   []string          `protobuf:"bytes,5,rep,name=drain,proto3" json:"drain,omitempty"`
+	Weights map[string]uint32 `protobuf:"bytes,6,rep,name=weights,proto3" json:"weights,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// slots, bytes, ops or auto; "" for slotd's --balance-by.
+	BalanceBy string `protobuf:"bytes,30,opt,name=balance_by,json=balanceBy,proto3" json:"balance_by,omitempty"`
+	// Dead band: 0 for 10%.
+	Tolerance float64 `protobuf:"fixed64,31,opt,name=tolerance,proto3" json:"tolerance,omitempty"`
+	// Churn budget in bytes; 0 for none.
+	MaxBytes      uint64 `protobuf:"varint,32,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanRequest) Reset() {
 	*x = PlanRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[22]
+	mi := &file_slotdv1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1946,7 @@ func (x *PlanRequest) String() string {
 func (*PlanRequest) ProtoMessage() {}
 
 func (x *PlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[22]
+	mi := &file_slotdv1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1959,7 @@ func (x *PlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
 func (*PlanRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{22}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PlanRequest) GetMaxMoves() uint32 {
@@ -1778,6 +2004,27 @@ func (x *PlanRequest) GetWeights() map[string]uint32 {
 	return nil
 }
 
+func (x *PlanRequest) GetBalanceBy() string {
+	if x != nil {
+		return x.BalanceBy
+	}
+	return ""
+}
+
+func (x *PlanRequest) GetTolerance() float64 {
+	if x != nil {
+		return x.Tolerance
+	}
+	return 0
+}
+
+func (x *PlanRequest) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
 type PlanResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Plan          *Plan                  `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
@@ -1787,7 +2034,7 @@ type PlanResponse struct {
 
 func (x *PlanResponse) Reset() {
 	*x = PlanResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[23]
+	mi := &file_slotdv1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +2046,7 @@ func (x *PlanResponse) String() string {
 func (*PlanResponse) ProtoMessage() {}
 
 func (x *PlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[23]
+	mi := &file_slotdv1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +2059,7 @@ func (x *PlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
 func (*PlanResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{23}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PlanResponse) GetPlan() *Plan {
@@ -1832,7 +2079,7 @@ type SubmitPlanRequest struct {
 
 func (x *SubmitPlanRequest) Reset() {
 	*x = SubmitPlanRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[24]
+	mi := &file_slotdv1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2091,7 @@ func (x *SubmitPlanRequest) String() string {
 func (*SubmitPlanRequest) ProtoMessage() {}
 
 func (x *SubmitPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[24]
+	mi := &file_slotdv1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2104,7 @@ func (x *SubmitPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitPlanRequest.ProtoReflect.Descriptor instead.
 func (*SubmitPlanRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{24}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SubmitPlanRequest) GetPlan() *Plan {
@@ -1883,7 +2130,7 @@ type SubmitPlanResponse struct {
 
 func (x *SubmitPlanResponse) Reset() {
 	*x = SubmitPlanResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[25]
+	mi := &file_slotdv1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2142,7 @@ func (x *SubmitPlanResponse) String() string {
 func (*SubmitPlanResponse) ProtoMessage() {}
 
 func (x *SubmitPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[25]
+	mi := &file_slotdv1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2155,7 @@ func (x *SubmitPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitPlanResponse.ProtoReflect.Descriptor instead.
 func (*SubmitPlanResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{25}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SubmitPlanResponse) GetPlan() *Plan {
@@ -1926,7 +2173,7 @@ type ListPlansRequest struct {
 
 func (x *ListPlansRequest) Reset() {
 	*x = ListPlansRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[26]
+	mi := &file_slotdv1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2185,7 @@ func (x *ListPlansRequest) String() string {
 func (*ListPlansRequest) ProtoMessage() {}
 
 func (x *ListPlansRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[26]
+	mi := &file_slotdv1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2198,7 @@ func (x *ListPlansRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPlansRequest.ProtoReflect.Descriptor instead.
 func (*ListPlansRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{26}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 type ListPlansResponse struct {
@@ -1964,7 +2211,7 @@ type ListPlansResponse struct {
 
 func (x *ListPlansResponse) Reset() {
 	*x = ListPlansResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[27]
+	mi := &file_slotdv1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2223,7 @@ func (x *ListPlansResponse) String() string {
 func (*ListPlansResponse) ProtoMessage() {}
 
 func (x *ListPlansResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[27]
+	mi := &file_slotdv1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2236,7 @@ func (x *ListPlansResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPlansResponse.ProtoReflect.Descriptor instead.
 func (*ListPlansResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{27}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListPlansResponse) GetPlans() []*Plan {
@@ -2008,7 +2255,7 @@ type GetPlanRequest struct {
 
 func (x *GetPlanRequest) Reset() {
 	*x = GetPlanRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[28]
+	mi := &file_slotdv1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2267,7 @@ func (x *GetPlanRequest) String() string {
 func (*GetPlanRequest) ProtoMessage() {}
 
 func (x *GetPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[28]
+	mi := &file_slotdv1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2280,7 @@ func (x *GetPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanRequest.ProtoReflect.Descriptor instead.
 func (*GetPlanRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{28}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetPlanRequest) GetPlanId() string {
@@ -2052,7 +2299,7 @@ type GetPlanResponse struct {
 
 func (x *GetPlanResponse) Reset() {
 	*x = GetPlanResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[29]
+	mi := &file_slotdv1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2064,7 +2311,7 @@ func (x *GetPlanResponse) String() string {
 func (*GetPlanResponse) ProtoMessage() {}
 
 func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[29]
+	mi := &file_slotdv1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2077,7 +2324,7 @@ func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanResponse.ProtoReflect.Descriptor instead.
 func (*GetPlanResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{29}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetPlanResponse) GetPlan() *Plan {
@@ -2097,7 +2344,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[30]
+	mi := &file_slotdv1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2356,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[30]
+	mi := &file_slotdv1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2369,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{30}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ApplyRequest) GetPlanId() string {
@@ -2148,7 +2395,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[31]
+	mi := &file_slotdv1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2407,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[31]
+	mi := &file_slotdv1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2420,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{31}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ApplyResponse) GetPlan() *Plan {
@@ -2194,7 +2441,7 @@ type PauseRequest struct {
 
 func (x *PauseRequest) Reset() {
 	*x = PauseRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[32]
+	mi := &file_slotdv1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2453,7 @@ func (x *PauseRequest) String() string {
 func (*PauseRequest) ProtoMessage() {}
 
 func (x *PauseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[32]
+	mi := &file_slotdv1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2466,7 @@ func (x *PauseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRequest.ProtoReflect.Descriptor instead.
 func (*PauseRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{32}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PauseRequest) GetPlanId() string {
@@ -2252,7 +2499,7 @@ type PauseResponse struct {
 
 func (x *PauseResponse) Reset() {
 	*x = PauseResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[33]
+	mi := &file_slotdv1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2511,7 @@ func (x *PauseResponse) String() string {
 func (*PauseResponse) ProtoMessage() {}
 
 func (x *PauseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[33]
+	mi := &file_slotdv1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +2524,7 @@ func (x *PauseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseResponse.ProtoReflect.Descriptor instead.
 func (*PauseResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{33}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PauseResponse) GetPlan() *Plan {
@@ -2297,7 +2544,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[34]
+	mi := &file_slotdv1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2556,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[34]
+	mi := &file_slotdv1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2569,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{34}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResumeRequest) GetPlanId() string {
@@ -2348,7 +2595,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[35]
+	mi := &file_slotdv1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2607,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[35]
+	mi := &file_slotdv1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2620,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{35}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResumeResponse) GetPlan() *Plan {
@@ -2393,7 +2640,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[36]
+	mi := &file_slotdv1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2652,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[36]
+	mi := &file_slotdv1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2665,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{36}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CancelRequest) GetPlanId() string {
@@ -2444,7 +2691,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[37]
+	mi := &file_slotdv1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2703,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[37]
+	mi := &file_slotdv1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2716,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{37}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CancelResponse) GetPlan() *Plan {
@@ -2490,7 +2737,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[38]
+	mi := &file_slotdv1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2502,7 +2749,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[38]
+	mi := &file_slotdv1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2515,7 +2762,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{38}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RollbackRequest) GetPlanId() string {
@@ -2549,7 +2796,7 @@ type RollbackResponse struct {
 
 func (x *RollbackResponse) Reset() {
 	*x = RollbackResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[39]
+	mi := &file_slotdv1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2561,7 +2808,7 @@ func (x *RollbackResponse) String() string {
 func (*RollbackResponse) ProtoMessage() {}
 
 func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[39]
+	mi := &file_slotdv1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +2821,7 @@ func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{39}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RollbackResponse) GetPlan() *Plan {
@@ -2597,7 +2844,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[40]
+	mi := &file_slotdv1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +2856,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[40]
+	mi := &file_slotdv1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +2869,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{40}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MoveRequest) GetSlot() uint32 {
@@ -2662,7 +2909,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[41]
+	mi := &file_slotdv1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2674,7 +2921,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[41]
+	mi := &file_slotdv1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2687,7 +2934,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{41}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *MoveResponse) GetPlan() *Plan {
@@ -2710,7 +2957,7 @@ type SetThrottleRequest struct {
 
 func (x *SetThrottleRequest) Reset() {
 	*x = SetThrottleRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[42]
+	mi := &file_slotdv1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +2969,7 @@ func (x *SetThrottleRequest) String() string {
 func (*SetThrottleRequest) ProtoMessage() {}
 
 func (x *SetThrottleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[42]
+	mi := &file_slotdv1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +2982,7 @@ func (x *SetThrottleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetThrottleRequest.ProtoReflect.Descriptor instead.
 func (*SetThrottleRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{42}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetThrottleRequest) GetBytesPerSecond() uint64 {
@@ -2769,7 +3016,7 @@ type Throttle struct {
 
 func (x *Throttle) Reset() {
 	*x = Throttle{}
-	mi := &file_slotdv1_admin_proto_msgTypes[43]
+	mi := &file_slotdv1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2781,7 +3028,7 @@ func (x *Throttle) String() string {
 func (*Throttle) ProtoMessage() {}
 
 func (x *Throttle) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[43]
+	mi := &file_slotdv1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2794,7 +3041,7 @@ func (x *Throttle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Throttle.ProtoReflect.Descriptor instead.
 func (*Throttle) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{43}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Throttle) GetDefaultBytesPerSecond() uint64 {
@@ -2820,7 +3067,7 @@ type SetThrottleResponse struct {
 
 func (x *SetThrottleResponse) Reset() {
 	*x = SetThrottleResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[44]
+	mi := &file_slotdv1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2832,7 +3079,7 @@ func (x *SetThrottleResponse) String() string {
 func (*SetThrottleResponse) ProtoMessage() {}
 
 func (x *SetThrottleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[44]
+	mi := &file_slotdv1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2845,7 +3092,7 @@ func (x *SetThrottleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetThrottleResponse.ProtoReflect.Descriptor instead.
 func (*SetThrottleResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{44}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SetThrottleResponse) GetThrottle() *Throttle {
@@ -2863,7 +3110,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[45]
+	mi := &file_slotdv1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +3122,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[45]
+	mi := &file_slotdv1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3135,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{45}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 type StatusResponse struct {
@@ -2911,7 +3158,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[46]
+	mi := &file_slotdv1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +3170,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[46]
+	mi := &file_slotdv1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3183,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{46}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StatusResponse) GetVersion() uint64 {
@@ -3004,7 +3251,7 @@ type NodeLoad struct {
 
 func (x *NodeLoad) Reset() {
 	*x = NodeLoad{}
-	mi := &file_slotdv1_admin_proto_msgTypes[47]
+	mi := &file_slotdv1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3016,7 +3263,7 @@ func (x *NodeLoad) String() string {
 func (*NodeLoad) ProtoMessage() {}
 
 func (x *NodeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[47]
+	mi := &file_slotdv1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3029,7 +3276,7 @@ func (x *NodeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
 func (*NodeLoad) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{47}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *NodeLoad) GetNode() *Node {
@@ -3080,7 +3327,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_slotdv1_admin_proto_msgTypes[48]
+	mi := &file_slotdv1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +3339,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[48]
+	mi := &file_slotdv1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +3352,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{48}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HistoryEntry) GetVersion() uint64 {
@@ -3200,7 +3447,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[49]
+	mi := &file_slotdv1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3212,7 +3459,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[49]
+	mi := &file_slotdv1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3225,7 +3472,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{49}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HistoryRequest) GetSinceVersion() uint64 {
@@ -3267,7 +3514,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[50]
+	mi := &file_slotdv1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3279,7 +3526,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[50]
+	mi := &file_slotdv1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3292,7 +3539,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{50}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HistoryResponse) GetEntries() []*HistoryEntry {
@@ -3313,7 +3560,7 @@ var File_slotdv1_admin_proto protoreflect.FileDescriptor
 
 const file_slotdv1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x13slotdv1/admin.proto\x12\bslotd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11slotdv1/map.proto\"l\n" +
+	"\x13slotdv1/admin.proto\x12\bslotd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12slotdv1/load.proto\x1a\x11slotdv1/map.proto\"l\n" +
 	"\x10BootstrapRequest\x12$\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x0e.slotd.v1.NodeR\x05nodes\x12\x16\n" +
 	"\x06vnodes\x18\x02 \x01(\rR\x06vnodes\x12\x1a\n" +
@@ -3404,7 +3651,7 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\apending\x18\x05 \x01(\rR\apending\x12\x14\n" +
 	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12\x1d\n" +
 	"\n" +
-	"bytes_done\x18\a \x01(\x04R\tbytesDone\"\xd1\x01\n" +
+	"bytes_done\x18\a \x01(\x04R\tbytesDone\"\xe0\x02\n" +
 	"\vNodeBalance\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fslots_before\x18\x02 \x01(\rR\vslotsBefore\x12\x1f\n" +
@@ -3413,7 +3660,24 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\fbytes_before\x18\x04 \x01(\x04R\vbytesBefore\x12\x1f\n" +
 	"\vbytes_after\x18\x05 \x01(\x04R\n" +
 	"bytesAfter\x12!\n" +
-	"\ftarget_slots\x18\x06 \x01(\rR\vtargetSlots\"\xcc\x05\n" +
+	"\ftarget_slots\x18\x06 \x01(\rR\vtargetSlots\x12\x1d\n" +
+	"\n" +
+	"load_known\x18\x1e \x01(\bR\tloadKnown\x127\n" +
+	"\vload_before\x18\x1f \x01(\v2\x16.slotd.v1.NodeLoadViewR\n" +
+	"loadBefore\x125\n" +
+	"\n" +
+	"load_after\x18  \x01(\v2\x16.slotd.v1.NodeLoadViewR\tloadAfter\"t\n" +
+	"\fNodeLoadView\x12\x14\n" +
+	"\x05bytes\x18\x01 \x01(\x01R\x05bytes\x12\x10\n" +
+	"\x03ops\x18\x02 \x01(\x01R\x03ops\x12\x1f\n" +
+	"\vbytes_ratio\x18\x03 \x01(\x01R\n" +
+	"bytesRatio\x12\x1b\n" +
+	"\tops_ratio\x18\x04 \x01(\x01R\bopsRatio\"k\n" +
+	"\fBlockedSlots\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05slots\x18\x02 \x01(\tR\x05slots\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\rR\x05count\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa4\a\n" +
 	"\x04Plan\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fbase_version\x18\x02 \x01(\x04R\vbaseVersion\x12+\n" +
@@ -3437,14 +3701,25 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
 	"\rsizes_unknown\x18( \x03(\tR\fsizesUnknown\x12'\n" +
-	"\x0fbytes_estimated\x18) \x01(\bR\x0ebytesEstimated\"\x94\x02\n" +
+	"\x0fbytes_estimated\x18) \x01(\bR\x0ebytesEstimated\x12\x1d\n" +
+	"\n" +
+	"balance_by\x18\x1e \x01(\tR\tbalanceBy\x12\x1c\n" +
+	"\ttolerance\x18\x1f \x01(\x01R\ttolerance\x12\x12\n" +
+	"\x04note\x18  \x01(\tR\x04note\x12#\n" +
+	"\runknown_nodes\x18! \x03(\tR\funknownNodes\x12.\n" +
+	"\thot_spots\x18\" \x03(\v2\x11.slotd.v1.HotSpotR\bhotSpots\x120\n" +
+	"\ablocked\x18# \x03(\v2\x16.slotd.v1.BlockedSlotsR\ablocked\"\xee\x02\n" +
 	"\vPlanRequest\x12\x1b\n" +
 	"\tmax_moves\x18\x01 \x01(\rR\bmaxMoves\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12$\n" +
 	"\x03add\x18\x04 \x03(\v2\x12.slotd.v1.NodeSpecR\x03add\x12\x14\n" +
 	"\x05drain\x18\x05 \x03(\tR\x05drain\x12<\n" +
-	"\aweights\x18\x06 \x03(\v2\".slotd.v1.PlanRequest.WeightsEntryR\aweights\x1a:\n" +
+	"\aweights\x18\x06 \x03(\v2\".slotd.v1.PlanRequest.WeightsEntryR\aweights\x12\x1d\n" +
+	"\n" +
+	"balance_by\x18\x1e \x01(\tR\tbalanceBy\x12\x1c\n" +
+	"\ttolerance\x18\x1f \x01(\x01R\ttolerance\x12\x1b\n" +
+	"\tmax_bytes\x18  \x01(\x04R\bmaxBytes\x1a:\n" +
 	"\fWeightsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"2\n" +
@@ -3603,7 +3878,7 @@ func file_slotdv1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_slotdv1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_slotdv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_slotdv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_slotdv1_admin_proto_goTypes = []any{
 	(PlanState)(0),                // 0: slotd.v1.PlanState
 	(HistoryKind)(0),              // 1: slotd.v1.HistoryKind
@@ -3628,141 +3903,148 @@ var file_slotdv1_admin_proto_goTypes = []any{
 	(*PlanEdits)(nil),             // 20: slotd.v1.PlanEdits
 	(*PlanProgress)(nil),          // 21: slotd.v1.PlanProgress
 	(*NodeBalance)(nil),           // 22: slotd.v1.NodeBalance
-	(*Plan)(nil),                  // 23: slotd.v1.Plan
-	(*PlanRequest)(nil),           // 24: slotd.v1.PlanRequest
-	(*PlanResponse)(nil),          // 25: slotd.v1.PlanResponse
-	(*SubmitPlanRequest)(nil),     // 26: slotd.v1.SubmitPlanRequest
-	(*SubmitPlanResponse)(nil),    // 27: slotd.v1.SubmitPlanResponse
-	(*ListPlansRequest)(nil),      // 28: slotd.v1.ListPlansRequest
-	(*ListPlansResponse)(nil),     // 29: slotd.v1.ListPlansResponse
-	(*GetPlanRequest)(nil),        // 30: slotd.v1.GetPlanRequest
-	(*GetPlanResponse)(nil),       // 31: slotd.v1.GetPlanResponse
-	(*ApplyRequest)(nil),          // 32: slotd.v1.ApplyRequest
-	(*ApplyResponse)(nil),         // 33: slotd.v1.ApplyResponse
-	(*PauseRequest)(nil),          // 34: slotd.v1.PauseRequest
-	(*PauseResponse)(nil),         // 35: slotd.v1.PauseResponse
-	(*ResumeRequest)(nil),         // 36: slotd.v1.ResumeRequest
-	(*ResumeResponse)(nil),        // 37: slotd.v1.ResumeResponse
-	(*CancelRequest)(nil),         // 38: slotd.v1.CancelRequest
-	(*CancelResponse)(nil),        // 39: slotd.v1.CancelResponse
-	(*RollbackRequest)(nil),       // 40: slotd.v1.RollbackRequest
-	(*RollbackResponse)(nil),      // 41: slotd.v1.RollbackResponse
-	(*MoveRequest)(nil),           // 42: slotd.v1.MoveRequest
-	(*MoveResponse)(nil),          // 43: slotd.v1.MoveResponse
-	(*SetThrottleRequest)(nil),    // 44: slotd.v1.SetThrottleRequest
-	(*Throttle)(nil),              // 45: slotd.v1.Throttle
-	(*SetThrottleResponse)(nil),   // 46: slotd.v1.SetThrottleResponse
-	(*StatusRequest)(nil),         // 47: slotd.v1.StatusRequest
-	(*StatusResponse)(nil),        // 48: slotd.v1.StatusResponse
-	(*NodeLoad)(nil),              // 49: slotd.v1.NodeLoad
-	(*HistoryEntry)(nil),          // 50: slotd.v1.HistoryEntry
-	(*HistoryRequest)(nil),        // 51: slotd.v1.HistoryRequest
-	(*HistoryResponse)(nil),       // 52: slotd.v1.HistoryResponse
-	nil,                           // 53: slotd.v1.PlanEdits.WeightsEntry
-	nil,                           // 54: slotd.v1.PlanRequest.WeightsEntry
-	nil,                           // 55: slotd.v1.Throttle.NodeBytesPerSecondEntry
-	(*Node)(nil),                  // 56: slotd.v1.Node
-	(*SlotMap)(nil),               // 57: slotd.v1.SlotMap
-	(*durationpb.Duration)(nil),   // 58: google.protobuf.Duration
-	(NodeState)(0),                // 59: slotd.v1.NodeState
-	(MovePhase)(0),                // 60: slotd.v1.MovePhase
-	(*timestamppb.Timestamp)(nil), // 61: google.protobuf.Timestamp
+	(*NodeLoadView)(nil),          // 23: slotd.v1.NodeLoadView
+	(*BlockedSlots)(nil),          // 24: slotd.v1.BlockedSlots
+	(*Plan)(nil),                  // 25: slotd.v1.Plan
+	(*PlanRequest)(nil),           // 26: slotd.v1.PlanRequest
+	(*PlanResponse)(nil),          // 27: slotd.v1.PlanResponse
+	(*SubmitPlanRequest)(nil),     // 28: slotd.v1.SubmitPlanRequest
+	(*SubmitPlanResponse)(nil),    // 29: slotd.v1.SubmitPlanResponse
+	(*ListPlansRequest)(nil),      // 30: slotd.v1.ListPlansRequest
+	(*ListPlansResponse)(nil),     // 31: slotd.v1.ListPlansResponse
+	(*GetPlanRequest)(nil),        // 32: slotd.v1.GetPlanRequest
+	(*GetPlanResponse)(nil),       // 33: slotd.v1.GetPlanResponse
+	(*ApplyRequest)(nil),          // 34: slotd.v1.ApplyRequest
+	(*ApplyResponse)(nil),         // 35: slotd.v1.ApplyResponse
+	(*PauseRequest)(nil),          // 36: slotd.v1.PauseRequest
+	(*PauseResponse)(nil),         // 37: slotd.v1.PauseResponse
+	(*ResumeRequest)(nil),         // 38: slotd.v1.ResumeRequest
+	(*ResumeResponse)(nil),        // 39: slotd.v1.ResumeResponse
+	(*CancelRequest)(nil),         // 40: slotd.v1.CancelRequest
+	(*CancelResponse)(nil),        // 41: slotd.v1.CancelResponse
+	(*RollbackRequest)(nil),       // 42: slotd.v1.RollbackRequest
+	(*RollbackResponse)(nil),      // 43: slotd.v1.RollbackResponse
+	(*MoveRequest)(nil),           // 44: slotd.v1.MoveRequest
+	(*MoveResponse)(nil),          // 45: slotd.v1.MoveResponse
+	(*SetThrottleRequest)(nil),    // 46: slotd.v1.SetThrottleRequest
+	(*Throttle)(nil),              // 47: slotd.v1.Throttle
+	(*SetThrottleResponse)(nil),   // 48: slotd.v1.SetThrottleResponse
+	(*StatusRequest)(nil),         // 49: slotd.v1.StatusRequest
+	(*StatusResponse)(nil),        // 50: slotd.v1.StatusResponse
+	(*NodeLoad)(nil),              // 51: slotd.v1.NodeLoad
+	(*HistoryEntry)(nil),          // 52: slotd.v1.HistoryEntry
+	(*HistoryRequest)(nil),        // 53: slotd.v1.HistoryRequest
+	(*HistoryResponse)(nil),       // 54: slotd.v1.HistoryResponse
+	nil,                           // 55: slotd.v1.PlanEdits.WeightsEntry
+	nil,                           // 56: slotd.v1.PlanRequest.WeightsEntry
+	nil,                           // 57: slotd.v1.Throttle.NodeBytesPerSecondEntry
+	(*Node)(nil),                  // 58: slotd.v1.Node
+	(*SlotMap)(nil),               // 59: slotd.v1.SlotMap
+	(*durationpb.Duration)(nil),   // 60: google.protobuf.Duration
+	(NodeState)(0),                // 61: slotd.v1.NodeState
+	(MovePhase)(0),                // 62: slotd.v1.MovePhase
+	(*timestamppb.Timestamp)(nil), // 63: google.protobuf.Timestamp
+	(*HotSpot)(nil),               // 64: slotd.v1.HotSpot
 }
 var file_slotdv1_admin_proto_depIdxs = []int32{
-	56, // 0: slotd.v1.BootstrapRequest.nodes:type_name -> slotd.v1.Node
-	57, // 1: slotd.v1.BootstrapResponse.map:type_name -> slotd.v1.SlotMap
-	56, // 2: slotd.v1.RegisterNodeRequest.node:type_name -> slotd.v1.Node
-	56, // 3: slotd.v1.RegisterNodeResponse.node:type_name -> slotd.v1.Node
-	58, // 4: slotd.v1.RegisterNodeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	58, // 5: slotd.v1.RegisterNodeResponse.ttl:type_name -> google.protobuf.Duration
-	59, // 6: slotd.v1.HeartbeatResponse.state:type_name -> slotd.v1.NodeState
-	56, // 7: slotd.v1.DrainNodeResponse.node:type_name -> slotd.v1.Node
-	56, // 8: slotd.v1.UndrainNodeResponse.node:type_name -> slotd.v1.Node
-	56, // 9: slotd.v1.SetWeightResponse.node:type_name -> slotd.v1.Node
-	56, // 10: slotd.v1.UpdateAddrResponse.node:type_name -> slotd.v1.Node
-	60, // 11: slotd.v1.PlannedMove.phase:type_name -> slotd.v1.MovePhase
-	61, // 12: slotd.v1.PlannedMove.started_at:type_name -> google.protobuf.Timestamp
-	61, // 13: slotd.v1.PlannedMove.finished_at:type_name -> google.protobuf.Timestamp
+	58, // 0: slotd.v1.BootstrapRequest.nodes:type_name -> slotd.v1.Node
+	59, // 1: slotd.v1.BootstrapResponse.map:type_name -> slotd.v1.SlotMap
+	58, // 2: slotd.v1.RegisterNodeRequest.node:type_name -> slotd.v1.Node
+	58, // 3: slotd.v1.RegisterNodeResponse.node:type_name -> slotd.v1.Node
+	60, // 4: slotd.v1.RegisterNodeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	60, // 5: slotd.v1.RegisterNodeResponse.ttl:type_name -> google.protobuf.Duration
+	61, // 6: slotd.v1.HeartbeatResponse.state:type_name -> slotd.v1.NodeState
+	58, // 7: slotd.v1.DrainNodeResponse.node:type_name -> slotd.v1.Node
+	58, // 8: slotd.v1.UndrainNodeResponse.node:type_name -> slotd.v1.Node
+	58, // 9: slotd.v1.SetWeightResponse.node:type_name -> slotd.v1.Node
+	58, // 10: slotd.v1.UpdateAddrResponse.node:type_name -> slotd.v1.Node
+	62, // 11: slotd.v1.PlannedMove.phase:type_name -> slotd.v1.MovePhase
+	63, // 12: slotd.v1.PlannedMove.started_at:type_name -> google.protobuf.Timestamp
+	63, // 13: slotd.v1.PlannedMove.finished_at:type_name -> google.protobuf.Timestamp
 	19, // 14: slotd.v1.PlanEdits.add:type_name -> slotd.v1.NodeSpec
-	53, // 15: slotd.v1.PlanEdits.weights:type_name -> slotd.v1.PlanEdits.WeightsEntry
-	18, // 16: slotd.v1.Plan.moves:type_name -> slotd.v1.PlannedMove
-	22, // 17: slotd.v1.Plan.nodes:type_name -> slotd.v1.NodeBalance
-	58, // 18: slotd.v1.Plan.estimated:type_name -> google.protobuf.Duration
-	0,  // 19: slotd.v1.Plan.state:type_name -> slotd.v1.PlanState
-	61, // 20: slotd.v1.Plan.created_at:type_name -> google.protobuf.Timestamp
-	20, // 21: slotd.v1.Plan.edits:type_name -> slotd.v1.PlanEdits
-	21, // 22: slotd.v1.Plan.progress:type_name -> slotd.v1.PlanProgress
-	61, // 23: slotd.v1.Plan.updated_at:type_name -> google.protobuf.Timestamp
-	19, // 24: slotd.v1.PlanRequest.add:type_name -> slotd.v1.NodeSpec
-	54, // 25: slotd.v1.PlanRequest.weights:type_name -> slotd.v1.PlanRequest.WeightsEntry
-	23, // 26: slotd.v1.PlanResponse.plan:type_name -> slotd.v1.Plan
-	23, // 27: slotd.v1.SubmitPlanRequest.plan:type_name -> slotd.v1.Plan
-	23, // 28: slotd.v1.SubmitPlanResponse.plan:type_name -> slotd.v1.Plan
-	23, // 29: slotd.v1.ListPlansResponse.plans:type_name -> slotd.v1.Plan
-	23, // 30: slotd.v1.GetPlanResponse.plan:type_name -> slotd.v1.Plan
-	23, // 31: slotd.v1.ApplyResponse.plan:type_name -> slotd.v1.Plan
-	23, // 32: slotd.v1.PauseResponse.plan:type_name -> slotd.v1.Plan
-	23, // 33: slotd.v1.ResumeResponse.plan:type_name -> slotd.v1.Plan
-	23, // 34: slotd.v1.CancelResponse.plan:type_name -> slotd.v1.Plan
-	23, // 35: slotd.v1.RollbackResponse.plan:type_name -> slotd.v1.Plan
-	23, // 36: slotd.v1.MoveResponse.plan:type_name -> slotd.v1.Plan
-	55, // 37: slotd.v1.Throttle.node_bytes_per_second:type_name -> slotd.v1.Throttle.NodeBytesPerSecondEntry
-	45, // 38: slotd.v1.SetThrottleResponse.throttle:type_name -> slotd.v1.Throttle
-	23, // 39: slotd.v1.StatusResponse.active_plan:type_name -> slotd.v1.Plan
-	18, // 40: slotd.v1.StatusResponse.in_flight:type_name -> slotd.v1.PlannedMove
-	45, // 41: slotd.v1.StatusResponse.throttle:type_name -> slotd.v1.Throttle
-	49, // 42: slotd.v1.StatusResponse.nodes:type_name -> slotd.v1.NodeLoad
-	56, // 43: slotd.v1.NodeLoad.node:type_name -> slotd.v1.Node
-	61, // 44: slotd.v1.HistoryEntry.time:type_name -> google.protobuf.Timestamp
-	1,  // 45: slotd.v1.HistoryEntry.kind:type_name -> slotd.v1.HistoryKind
-	50, // 46: slotd.v1.HistoryResponse.entries:type_name -> slotd.v1.HistoryEntry
-	2,  // 47: slotd.v1.Admin.Bootstrap:input_type -> slotd.v1.BootstrapRequest
-	4,  // 48: slotd.v1.Admin.RegisterNode:input_type -> slotd.v1.RegisterNodeRequest
-	6,  // 49: slotd.v1.Admin.Heartbeat:input_type -> slotd.v1.HeartbeatRequest
-	8,  // 50: slotd.v1.Admin.DrainNode:input_type -> slotd.v1.DrainNodeRequest
-	10, // 51: slotd.v1.Admin.UndrainNode:input_type -> slotd.v1.UndrainNodeRequest
-	12, // 52: slotd.v1.Admin.RemoveNode:input_type -> slotd.v1.RemoveNodeRequest
-	14, // 53: slotd.v1.Admin.SetWeight:input_type -> slotd.v1.SetWeightRequest
-	16, // 54: slotd.v1.Admin.UpdateAddr:input_type -> slotd.v1.UpdateAddrRequest
-	24, // 55: slotd.v1.Admin.Plan:input_type -> slotd.v1.PlanRequest
-	26, // 56: slotd.v1.Admin.SubmitPlan:input_type -> slotd.v1.SubmitPlanRequest
-	28, // 57: slotd.v1.Admin.ListPlans:input_type -> slotd.v1.ListPlansRequest
-	30, // 58: slotd.v1.Admin.GetPlan:input_type -> slotd.v1.GetPlanRequest
-	32, // 59: slotd.v1.Admin.Apply:input_type -> slotd.v1.ApplyRequest
-	34, // 60: slotd.v1.Admin.Pause:input_type -> slotd.v1.PauseRequest
-	36, // 61: slotd.v1.Admin.Resume:input_type -> slotd.v1.ResumeRequest
-	38, // 62: slotd.v1.Admin.Cancel:input_type -> slotd.v1.CancelRequest
-	40, // 63: slotd.v1.Admin.Rollback:input_type -> slotd.v1.RollbackRequest
-	42, // 64: slotd.v1.Admin.Move:input_type -> slotd.v1.MoveRequest
-	44, // 65: slotd.v1.Admin.SetThrottle:input_type -> slotd.v1.SetThrottleRequest
-	47, // 66: slotd.v1.Admin.Status:input_type -> slotd.v1.StatusRequest
-	51, // 67: slotd.v1.Admin.History:input_type -> slotd.v1.HistoryRequest
-	3,  // 68: slotd.v1.Admin.Bootstrap:output_type -> slotd.v1.BootstrapResponse
-	5,  // 69: slotd.v1.Admin.RegisterNode:output_type -> slotd.v1.RegisterNodeResponse
-	7,  // 70: slotd.v1.Admin.Heartbeat:output_type -> slotd.v1.HeartbeatResponse
-	9,  // 71: slotd.v1.Admin.DrainNode:output_type -> slotd.v1.DrainNodeResponse
-	11, // 72: slotd.v1.Admin.UndrainNode:output_type -> slotd.v1.UndrainNodeResponse
-	13, // 73: slotd.v1.Admin.RemoveNode:output_type -> slotd.v1.RemoveNodeResponse
-	15, // 74: slotd.v1.Admin.SetWeight:output_type -> slotd.v1.SetWeightResponse
-	17, // 75: slotd.v1.Admin.UpdateAddr:output_type -> slotd.v1.UpdateAddrResponse
-	25, // 76: slotd.v1.Admin.Plan:output_type -> slotd.v1.PlanResponse
-	27, // 77: slotd.v1.Admin.SubmitPlan:output_type -> slotd.v1.SubmitPlanResponse
-	29, // 78: slotd.v1.Admin.ListPlans:output_type -> slotd.v1.ListPlansResponse
-	31, // 79: slotd.v1.Admin.GetPlan:output_type -> slotd.v1.GetPlanResponse
-	33, // 80: slotd.v1.Admin.Apply:output_type -> slotd.v1.ApplyResponse
-	35, // 81: slotd.v1.Admin.Pause:output_type -> slotd.v1.PauseResponse
-	37, // 82: slotd.v1.Admin.Resume:output_type -> slotd.v1.ResumeResponse
-	39, // 83: slotd.v1.Admin.Cancel:output_type -> slotd.v1.CancelResponse
-	41, // 84: slotd.v1.Admin.Rollback:output_type -> slotd.v1.RollbackResponse
-	43, // 85: slotd.v1.Admin.Move:output_type -> slotd.v1.MoveResponse
-	46, // 86: slotd.v1.Admin.SetThrottle:output_type -> slotd.v1.SetThrottleResponse
-	48, // 87: slotd.v1.Admin.Status:output_type -> slotd.v1.StatusResponse
-	52, // 88: slotd.v1.Admin.History:output_type -> slotd.v1.HistoryResponse
-	68, // [68:89] is the sub-list for method output_type
-	47, // [47:68] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	55, // 15: slotd.v1.PlanEdits.weights:type_name -> slotd.v1.PlanEdits.WeightsEntry
+	23, // 16: slotd.v1.NodeBalance.load_before:type_name -> slotd.v1.NodeLoadView
+	23, // 17: slotd.v1.NodeBalance.load_after:type_name -> slotd.v1.NodeLoadView
+	18, // 18: slotd.v1.Plan.moves:type_name -> slotd.v1.PlannedMove
+	22, // 19: slotd.v1.Plan.nodes:type_name -> slotd.v1.NodeBalance
+	60, // 20: slotd.v1.Plan.estimated:type_name -> google.protobuf.Duration
+	0,  // 21: slotd.v1.Plan.state:type_name -> slotd.v1.PlanState
+	63, // 22: slotd.v1.Plan.created_at:type_name -> google.protobuf.Timestamp
+	20, // 23: slotd.v1.Plan.edits:type_name -> slotd.v1.PlanEdits
+	21, // 24: slotd.v1.Plan.progress:type_name -> slotd.v1.PlanProgress
+	63, // 25: slotd.v1.Plan.updated_at:type_name -> google.protobuf.Timestamp
+	64, // 26: slotd.v1.Plan.hot_spots:type_name -> slotd.v1.HotSpot
+	24, // 27: slotd.v1.Plan.blocked:type_name -> slotd.v1.BlockedSlots
+	19, // 28: slotd.v1.PlanRequest.add:type_name -> slotd.v1.NodeSpec
+	56, // 29: slotd.v1.PlanRequest.weights:type_name -> slotd.v1.PlanRequest.WeightsEntry
+	25, // 30: slotd.v1.PlanResponse.plan:type_name -> slotd.v1.Plan
+	25, // 31: slotd.v1.SubmitPlanRequest.plan:type_name -> slotd.v1.Plan
+	25, // 32: slotd.v1.SubmitPlanResponse.plan:type_name -> slotd.v1.Plan
+	25, // 33: slotd.v1.ListPlansResponse.plans:type_name -> slotd.v1.Plan
+	25, // 34: slotd.v1.GetPlanResponse.plan:type_name -> slotd.v1.Plan
+	25, // 35: slotd.v1.ApplyResponse.plan:type_name -> slotd.v1.Plan
+	25, // 36: slotd.v1.PauseResponse.plan:type_name -> slotd.v1.Plan
+	25, // 37: slotd.v1.ResumeResponse.plan:type_name -> slotd.v1.Plan
+	25, // 38: slotd.v1.CancelResponse.plan:type_name -> slotd.v1.Plan
+	25, // 39: slotd.v1.RollbackResponse.plan:type_name -> slotd.v1.Plan
+	25, // 40: slotd.v1.MoveResponse.plan:type_name -> slotd.v1.Plan
+	57, // 41: slotd.v1.Throttle.node_bytes_per_second:type_name -> slotd.v1.Throttle.NodeBytesPerSecondEntry
+	47, // 42: slotd.v1.SetThrottleResponse.throttle:type_name -> slotd.v1.Throttle
+	25, // 43: slotd.v1.StatusResponse.active_plan:type_name -> slotd.v1.Plan
+	18, // 44: slotd.v1.StatusResponse.in_flight:type_name -> slotd.v1.PlannedMove
+	47, // 45: slotd.v1.StatusResponse.throttle:type_name -> slotd.v1.Throttle
+	51, // 46: slotd.v1.StatusResponse.nodes:type_name -> slotd.v1.NodeLoad
+	58, // 47: slotd.v1.NodeLoad.node:type_name -> slotd.v1.Node
+	63, // 48: slotd.v1.HistoryEntry.time:type_name -> google.protobuf.Timestamp
+	1,  // 49: slotd.v1.HistoryEntry.kind:type_name -> slotd.v1.HistoryKind
+	52, // 50: slotd.v1.HistoryResponse.entries:type_name -> slotd.v1.HistoryEntry
+	2,  // 51: slotd.v1.Admin.Bootstrap:input_type -> slotd.v1.BootstrapRequest
+	4,  // 52: slotd.v1.Admin.RegisterNode:input_type -> slotd.v1.RegisterNodeRequest
+	6,  // 53: slotd.v1.Admin.Heartbeat:input_type -> slotd.v1.HeartbeatRequest
+	8,  // 54: slotd.v1.Admin.DrainNode:input_type -> slotd.v1.DrainNodeRequest
+	10, // 55: slotd.v1.Admin.UndrainNode:input_type -> slotd.v1.UndrainNodeRequest
+	12, // 56: slotd.v1.Admin.RemoveNode:input_type -> slotd.v1.RemoveNodeRequest
+	14, // 57: slotd.v1.Admin.SetWeight:input_type -> slotd.v1.SetWeightRequest
+	16, // 58: slotd.v1.Admin.UpdateAddr:input_type -> slotd.v1.UpdateAddrRequest
+	26, // 59: slotd.v1.Admin.Plan:input_type -> slotd.v1.PlanRequest
+	28, // 60: slotd.v1.Admin.SubmitPlan:input_type -> slotd.v1.SubmitPlanRequest
+	30, // 61: slotd.v1.Admin.ListPlans:input_type -> slotd.v1.ListPlansRequest
+	32, // 62: slotd.v1.Admin.GetPlan:input_type -> slotd.v1.GetPlanRequest
+	34, // 63: slotd.v1.Admin.Apply:input_type -> slotd.v1.ApplyRequest
+	36, // 64: slotd.v1.Admin.Pause:input_type -> slotd.v1.PauseRequest
+	38, // 65: slotd.v1.Admin.Resume:input_type -> slotd.v1.ResumeRequest
+	40, // 66: slotd.v1.Admin.Cancel:input_type -> slotd.v1.CancelRequest
+	42, // 67: slotd.v1.Admin.Rollback:input_type -> slotd.v1.RollbackRequest
+	44, // 68: slotd.v1.Admin.Move:input_type -> slotd.v1.MoveRequest
+	46, // 69: slotd.v1.Admin.SetThrottle:input_type -> slotd.v1.SetThrottleRequest
+	49, // 70: slotd.v1.Admin.Status:input_type -> slotd.v1.StatusRequest
+	53, // 71: slotd.v1.Admin.History:input_type -> slotd.v1.HistoryRequest
+	3,  // 72: slotd.v1.Admin.Bootstrap:output_type -> slotd.v1.BootstrapResponse
+	5,  // 73: slotd.v1.Admin.RegisterNode:output_type -> slotd.v1.RegisterNodeResponse
+	7,  // 74: slotd.v1.Admin.Heartbeat:output_type -> slotd.v1.HeartbeatResponse
+	9,  // 75: slotd.v1.Admin.DrainNode:output_type -> slotd.v1.DrainNodeResponse
+	11, // 76: slotd.v1.Admin.UndrainNode:output_type -> slotd.v1.UndrainNodeResponse
+	13, // 77: slotd.v1.Admin.RemoveNode:output_type -> slotd.v1.RemoveNodeResponse
+	15, // 78: slotd.v1.Admin.SetWeight:output_type -> slotd.v1.SetWeightResponse
+	17, // 79: slotd.v1.Admin.UpdateAddr:output_type -> slotd.v1.UpdateAddrResponse
+	27, // 80: slotd.v1.Admin.Plan:output_type -> slotd.v1.PlanResponse
+	29, // 81: slotd.v1.Admin.SubmitPlan:output_type -> slotd.v1.SubmitPlanResponse
+	31, // 82: slotd.v1.Admin.ListPlans:output_type -> slotd.v1.ListPlansResponse
+	33, // 83: slotd.v1.Admin.GetPlan:output_type -> slotd.v1.GetPlanResponse
+	35, // 84: slotd.v1.Admin.Apply:output_type -> slotd.v1.ApplyResponse
+	37, // 85: slotd.v1.Admin.Pause:output_type -> slotd.v1.PauseResponse
+	39, // 86: slotd.v1.Admin.Resume:output_type -> slotd.v1.ResumeResponse
+	41, // 87: slotd.v1.Admin.Cancel:output_type -> slotd.v1.CancelResponse
+	43, // 88: slotd.v1.Admin.Rollback:output_type -> slotd.v1.RollbackResponse
+	45, // 89: slotd.v1.Admin.Move:output_type -> slotd.v1.MoveResponse
+	48, // 90: slotd.v1.Admin.SetThrottle:output_type -> slotd.v1.SetThrottleResponse
+	50, // 91: slotd.v1.Admin.Status:output_type -> slotd.v1.StatusResponse
+	54, // 92: slotd.v1.Admin.History:output_type -> slotd.v1.HistoryResponse
+	72, // [72:93] is the sub-list for method output_type
+	51, // [51:72] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_slotdv1_admin_proto_init() }
@@ -3770,6 +4052,7 @@ func file_slotdv1_admin_proto_init() {
 	if File_slotdv1_admin_proto != nil {
 		return
 	}
+	file_slotdv1_load_proto_init()
 	file_slotdv1_map_proto_init()
 	file_slotdv1_admin_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
@@ -3778,7 +4061,7 @@ func file_slotdv1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_slotdv1_admin_proto_rawDesc), len(file_slotdv1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   54,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,11 +17,14 @@ func init() { register(newPlanCmd) }
 
 // planFlags are the node edits and limits of plan and rebalance.
 type planFlags struct {
-	add      []string
-	drain    []string
-	weights  []string
-	maxMoves uint32
-	reason   string
+	add       []string
+	drain     []string
+	weights   []string
+	maxMoves  uint32
+	maxBytes  string
+	balanceBy string
+	tolerance float64
+	reason    string
 }
 
 func (f *planFlags) register(fs *pflag.FlagSet) {
@@ -28,12 +32,31 @@ func (f *planFlags) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.drain, "drain", nil, "plan emptying a node, by id; repeatable")
 	fs.StringArrayVar(&f.weights, "weight", nil, "plan a new weight, ID=W (0 empties the node); repeatable")
 	fs.Uint32Var(&f.maxMoves, "max-moves", 0, "stop the plan after this many moves (0: as many as balance needs)")
+	fs.StringVar(&f.maxBytes, "max-bytes", "0", "stop the plan before it copies more than this, e.g. 64MiB (0: no limit)")
+	fs.StringVar(&f.balanceBy, "balance-by", "", "what to balance: slots, bytes, ops or auto (bytes and ops together); default: slotd's --balance-by")
+	fs.Float64Var(&f.tolerance, "tolerance", 0, "dead band: nodes within this fraction of their share are balanced (0: 0.10)")
 	fs.StringVar(&f.reason, "reason", "", "why, recorded with the plan")
 }
 
 // request checks the flags and builds the Plan request; nothing is sent.
 func (f *planFlags) request(operator string) (*slotdv1.PlanRequest, error) {
-	req := &slotdv1.PlanRequest{MaxMoves: f.maxMoves, Operator: operator, Reason: f.reason}
+	req := &slotdv1.PlanRequest{MaxMoves: f.maxMoves, Operator: operator, Reason: f.reason, Tolerance: f.tolerance}
+	switch f.balanceBy {
+	case "", "slots", "bytes", "ops", "auto":
+		req.BalanceBy = f.balanceBy
+	default:
+		return nil, usagef("--balance-by %q: want slots, bytes, ops or auto", f.balanceBy)
+	}
+	if f.tolerance < 0 || f.tolerance >= 1 || f.tolerance != f.tolerance {
+		return nil, usagef("--tolerance %v: want a fraction from 0 to below 1, e.g. 0.1 for 10%%", f.tolerance)
+	}
+	if f.maxBytes != "" && f.maxBytes != "0" {
+		n, err := parseRate(f.maxBytes)
+		if err != nil {
+			return nil, usagef("--max-bytes %q: give a size like 64MiB (units B, KB, MB, GB, KiB, MiB, GiB) or 0 for no limit", f.maxBytes)
+		}
+		req.MaxBytes = n
+	}
 	seen := map[string]string{}
 	claim := func(id, how string) error {
 		if prev, ok := seen[id]; ok {
@@ -129,15 +152,33 @@ func printPlanPreview(w io.Writer, p *slotdv1.Plan, rate uint64) error {
 	if len(p.GetSizesUnknown()) > 0 {
 		size = func(uint64) string { return "?" }
 	}
+	printPlanLoad(w, p)
 	fmt.Fprintln(w)
-	t := newTable(w, "NODE", "SLOTS BEFORE", "SLOTS AFTER", "CHANGE", "TARGET", "~BYTES BEFORE", "~BYTES AFTER")
+	measured := slices.ContainsFunc(p.GetNodes(), (*slotdv1.NodeBalance).GetLoadKnown)
+	header := []string{"NODE", "SLOTS BEFORE", "SLOTS AFTER", "CHANGE", "TARGET", "~BYTES BEFORE", "~BYTES AFTER"}
+	if measured {
+		header = append(header, "BYTES RATIO", "OPS RATIO")
+	}
+	t := newTable(w, header...)
 	for _, n := range p.GetNodes() {
 		target := "-" // not active: its share is none
 		if n.GetTargetSlots() > 0 {
 			target = fmt.Sprint(n.GetTargetSlots())
 		}
-		t.row(n.GetNodeId(), n.GetSlotsBefore(), n.GetSlotsAfter(), fmt.Sprintf("%+d", int64(n.GetSlotsAfter())-int64(n.GetSlotsBefore())),
-			target, size(n.GetBytesBefore()), size(n.GetBytesAfter()))
+		row := []any{n.GetNodeId(), n.GetSlotsBefore(), n.GetSlotsAfter(), fmt.Sprintf("%+d", int64(n.GetSlotsAfter())-int64(n.GetSlotsBefore())),
+			target, size(n.GetBytesBefore()), size(n.GetBytesAfter())}
+		if measured {
+			b, a := n.GetLoadBefore(), n.GetLoadAfter()
+			switch {
+			case !n.GetLoadKnown():
+				row = append(row, "unknown", "unknown")
+			case b.GetBytesRatio() == 0 && a.GetBytesRatio() == 0 && b.GetOpsRatio() == 0 && a.GetOpsRatio() == 0:
+				row = append(row, "-", "-") // not active: no share
+			default:
+				row = append(row, fmt.Sprintf("%.2f -> %.2f", b.GetBytesRatio(), a.GetBytesRatio()), fmt.Sprintf("%.2f -> %.2f", b.GetOpsRatio(), a.GetOpsRatio()))
+			}
+		}
+		t.row(row...)
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -191,7 +232,11 @@ elsewhere. Node edits are made by apply, not by plan.`,
 						return err
 					}
 					if len(p.GetMoves()) == 0 && p.GetEdits() == nil {
-						_, err := fmt.Fprintln(w, "\nnothing to move: the cluster is balanced")
+						msg := "nothing to move: the cluster is balanced"
+						if strings.HasSuffix(p.GetNote(), "nothing to do") {
+							msg = p.GetNote()
+						}
+						_, err := fmt.Fprintln(w, "\n"+msg)
 						return err
 					}
 					_, err := fmt.Fprintf(w, "\napply it with: slotctl apply %s --wait\n", p.GetId())
@@ -211,4 +256,39 @@ func (g *globals) printPlan(p *slotdv1.Plan, tableFn func(io.Writer) error) erro
 		return err
 	}
 	return g.print(raw, tableFn)
+}
+
+// printPlanLoad prints what the plan balanced and what it could not: the
+// mode and band with the planner's note, nodes of unknown load, hot spots
+// moving cannot fix, and slots that cannot move (their owner is down).
+func printPlanLoad(w io.Writer, p *slotdv1.Plan) {
+	if by := p.GetBalanceBy(); by != "" {
+		line := "balances " + by
+		if by != "slots" {
+			tol := p.GetTolerance()
+			line += fmt.Sprintf(" within %g%% of each node's share", tol*100)
+		}
+		if n := p.GetNote(); n != "" {
+			line += ": " + n
+		}
+		fmt.Fprintln(w, line)
+	}
+	if u := p.GetUnknownNodes(); len(u) > 0 {
+		fmt.Fprintf(w, "load unknown (no recent report; they neither give nor take): %s\n", strings.Join(u, ", "))
+	}
+	for _, h := range p.GetHotSpots() {
+		tag := ""
+		if h.GetTag() != "" {
+			tag = ", hash tag " + h.GetTag()
+		}
+		fmt.Fprintf(w, "hot spot: slot %d on %s carries %.0f%% of its %s share alone%s; moving cannot fix it: it stays, its other slots leave\n",
+			h.GetSlot(), h.GetNodeId(), h.GetShare()*100, h.GetDimension(), tag)
+	}
+	for _, b := range p.GetBlocked() {
+		ranges := b.GetSlots()
+		if len(ranges) > 40 {
+			ranges = ranges[:strings.LastIndexByte(ranges[:40], ',')+1] + "..."
+		}
+		fmt.Fprintf(w, "blocked: %d slots of %s (%s): %s\n", b.GetCount(), b.GetNodeId(), ranges, b.GetReason())
+	}
 }

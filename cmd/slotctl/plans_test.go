@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/slotd/slotd/api/slotdv1"
 )
 
 // TestPlansListShow: every kept plan is listed, finished ones too, with its
@@ -52,4 +54,66 @@ func TestPlansListShow(t *testing.T) {
 	}
 	oneLineErr(t, s.run(t, "", "plans", "show", "p-nosuch"), exitFailure, `no plan "p-nosuch"`)
 	oneLineErr(t, s.run(t, "", "plans"), exitUsage, "plans list|show")
+}
+
+// TestPlanPreviewLoad: the preview shows each node's load ratios before ->
+// after, nodes of unknown load, hot spots with their tag, and blocked slots.
+func TestPlanPreviewLoad(t *testing.T) {
+	p := &slotdv1.Plan{
+		Id: "p-9-abc", BaseVersion: 9, BalanceBy: "auto", Tolerance: 0.1, Note: "balanced within 10%",
+		UnknownNodes: []string{"n3"},
+		HotSpots:     []*slotdv1.HotSpot{{Slot: 3330, NodeId: "n1", Dimension: "ops", Share: 1.8, Tag: "{cart7}"}},
+		Blocked:      []*slotdv1.BlockedSlots{{NodeId: "n5", Slots: "100-199", Count: 100, Reason: "n5 is down"}},
+		Nodes: []*slotdv1.NodeBalance{
+			{NodeId: "n1", SlotsBefore: 10, SlotsAfter: 1, LoadKnown: true,
+				LoadBefore: &slotdv1.NodeLoadView{BytesRatio: 1.34, OpsRatio: 2.38}, LoadAfter: &slotdv1.NodeLoadView{BytesRatio: 0.01, OpsRatio: 1.8}},
+			{NodeId: "n3", SlotsBefore: 5, SlotsAfter: 5},
+		},
+		Moves: []*slotdv1.PlannedMove{{Slot: 7, From: "n1", To: "n2", Reason: "n1 keeps hot slot 3330 alone"}},
+	}
+	var b strings.Builder
+	if err := printPlanPreview(&b, p, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"balances auto within 10% of each node's share: balanced within 10%",
+		"load unknown (no recent report; they neither give nor take): n3",
+		"hot spot: slot 3330 on n1 carries 180% of its ops share alone, hash tag {cart7}",
+		"blocked: 100 slots of n5 (100-199): n5 is down",
+		"BYTES RATIO", "1.34 -> 0.01", "2.38 -> 1.80", "unknown",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("preview lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestPlanBalanceByFlags: with no load report, auto plans slot counts and
+// says so, an explicit bytes plan is refused (exit 3, nothing stored), and
+// bad --balance-by, --tolerance and --max-bytes are usage errors.
+func TestPlanBalanceByFlags(t *testing.T) {
+	s := startSlotd(t, false)
+	s.demo(t)
+	s.ok(t, "nodes", "add", "n4=127.0.0.1:7504")
+	out := s.ok(t, "plan", "--max-moves", "5")
+	if !strings.Contains(out, "balances slots: no load report yet: balanced slot counts; stopped at the budget") {
+		t.Fatalf("auto without reports:\n%s", out)
+	}
+	oneLineErr(t, s.run(t, "", "plan", "--balance-by", "bytes"), exitRefused, "needs load reports")
+	for _, args := range [][]string{
+		{"plan", "--balance-by", "keys"},
+		{"plan", "--tolerance", "1.5"},
+		{"rebalance", "--yes", "--max-bytes", "12 parsecs"},
+	} {
+		if r := s.run(t, "", args...); r.code != exitUsage {
+			t.Errorf("slotctl %s: exit %d (stderr %q), want %d", strings.Join(args, " "), r.code, r.stderr, exitUsage)
+		}
+	}
+	var p struct {
+		Moves []struct{ Bytes string }
+	}
+	decode(t, s.ok(t, "plan", "--balance-by", "slots", "--max-moves", "3", "--max-bytes", "1MiB", "-o", "json"), &p)
+	if len(p.Moves) != 3 {
+		t.Fatalf("--max-moves 3: %d moves", len(p.Moves))
+	}
 }

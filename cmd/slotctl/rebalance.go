@@ -58,7 +58,11 @@ Exit codes as for apply --wait; a "no" changes nothing and exits 1.`,
 				}
 				if len(p.GetMoves()) == 0 && p.GetEdits() == nil {
 					return g.printPlan(p, func(w io.Writer) error {
-						_, err := fmt.Fprintln(w, "\nnothing to move: the cluster is balanced")
+						msg := "nothing to move: the cluster is balanced"
+						if strings.HasSuffix(p.GetNote(), "nothing to do") {
+							msg = p.GetNote()
+						}
+						_, err := fmt.Fprintln(w, "\n"+msg)
 						return err
 					})
 				}

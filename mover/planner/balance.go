@@ -369,7 +369,7 @@ func (b *balancer) ratios(i int) string {
 // place moves each of the given slots, heaviest first, to the member where
 // it adds the least imbalance at the time, among the coldest few in each
 // balanced dimension (ties: the lower heat, then the lower index).
-func (b *balancer) place(ss []int, why func(s int) string, limited bool) {
+func (b *balancer) place(ss []int, why func(s int) string) {
 	slices.SortFunc(ss, func(x, y int) int {
 		if c := cmp.Compare(b.normalized(y), b.normalized(x)); c != 0 {
 			return c
@@ -392,7 +392,7 @@ func (b *balancer) place(ss []int, why func(s int) string, limited bool) {
 		}
 	}
 	for _, s := range ss {
-		if limited && b.overBudget(s) {
+		if b.overBudget(s) {
 			b.budget = true
 			return
 		}
@@ -428,8 +428,7 @@ func (b *balancer) overBudget(s int) bool {
 	return b.in.MaxBytes > 0 && b.spent+b.cost[s] > b.in.MaxBytes
 }
 
-// drain moves every movable slot of the draining nodes. Drains are never cut
-// by the budget.
+// drain moves every movable slot of the draining nodes, within the budget.
 func (b *balancer) drain() {
 	var ss []int
 	for s, o := range b.owner {
@@ -437,7 +436,7 @@ func (b *balancer) drain() {
 			ss = append(ss, s)
 		}
 	}
-	b.place(ss, func(s int) string { return b.nodes[b.owner[s]].id + " is draining" }, false)
+	b.place(ss, func(s int) string { return b.nodes[b.owner[s]].id + " is draining" })
 }
 
 // isolate finds the hot slots (see HotSpot), leaves each where it is, moves
@@ -528,7 +527,7 @@ func (b *balancer) isolate() bool {
 	}
 	b.place(ss, func(s int) string {
 		return fmt.Sprintf("%s keeps hot slot %s alone", b.nodes[b.owner[s]].id, hotOf(b.plan.HotSpots, b.nodes[b.owner[s]].id))
-	}, true)
+	})
 	return true
 }
 

@@ -39,16 +39,17 @@
 //     plan aims at half the band so the next report does not find it at the
 //     edge. The imbalance is the sum over nodes and balanced dimensions of
 //     the squared distance of each ratio outside that aim.
-//   - Draining nodes empty first (never cut by the budget), each slot,
-//     heaviest first, to the node where it adds the least imbalance.
+//   - Draining nodes empty first, each slot, heaviest first, to the node
+//     where it adds the least imbalance.
 //   - Then, one move at a time, the move of the largest imbalance reduction
 //     per byte copied, with a fixed cost per move of max(4 KiB, the mean
 //     slot size); a swap of two slots when no single move helps. A move is
 //     allowed only if the recipient ends, in every balanced dimension, at or
 //     below the larger of the band's top and the donor's new ratio: no move
 //     makes the most loaded node worse. A slot moves at most once per plan.
-//   - Churn budget: MaxBytes and MaxMoves stop the plan ("stopped at the
-//     budget").
+//   - Churn budget: MaxBytes and MaxMoves stop the plan, drains included
+//     ("stopped at the budget"); in every mode a plan cut by the budget is
+//     its first moves that fit.
 //   - Unknown nodes (active, no report) neither give nor take; the plan
 //     names them. Down nodes never give (a move copies from its source):
 //     their slots are listed as Blocked, in every mode.

@@ -128,6 +128,9 @@ func (b BalanceBy) String() string {
 	return string(b)
 }
 
+// Type names the flag's value for pflag's help.
+func (b *BalanceBy) Type() string { return "mode" }
+
 // Set implements flag.Value, so a BalanceBy can be a flag directly.
 func (b *BalanceBy) Set(s string) error {
 	v, err := ParseBalanceBy(s)

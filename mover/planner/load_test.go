@@ -271,7 +271,7 @@ func (w Workload) Loads(owners []string) map[string]NodeLoad {
 // slot from its owner at that point, no slot moves twice, nothing moves
 // out of a down node or an active node of unknown load, nothing moves onto
 // a node that is not active or whose load is unknown, busy slots stay, and
-// draining nodes end empty of every slot not busy.
+// draining nodes end empty of every slot not busy (unless the budget ran out).
 func checkLoadPlan(t *testing.T, in Input, p *Plan) {
 	t.Helper()
 	state := map[string]string{}
@@ -308,7 +308,7 @@ func checkLoadPlan(t *testing.T, in Input, p *Plan) {
 	}
 	count := map[string]int{}
 	for s, o := range owners {
-		if state[o] == StateDraining && (in.Busy == nil || !in.Busy.Contains(slots.MustNew(s))) {
+		if state[o] == StateDraining && (in.Busy == nil || !in.Busy.Contains(slots.MustNew(s))) && p.Note != "stopped at the budget" {
 			t.Fatalf("slot %d left on draining node %s", s, o)
 		}
 		count[o]++

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -71,8 +72,8 @@ type Input struct {
 	Tolerance float64
 	// MaxBytes and MaxMoves are the churn budget of a load plan: it stops
 	// before it would copy more than MaxBytes or make more than MaxMoves
-	// moves (0: no limit). Moves out of draining nodes are never cut short
-	// (a drain must end empty) but count toward the budget spent.
+	// moves (0: no limit), drains included: a plan cut by the budget is
+	// its first moves that fit.
 	MaxBytes int64
 	MaxMoves int
 }
@@ -238,11 +239,9 @@ func computeCounts(in Input, nodes []Node, index map[string]int, mode BalanceBy)
 		s := movable[d.node][next[d.node]]
 		next[d.node]++
 		b := slotBytes(in, s)
-		if nodes[d.node].State != StateDraining && ((in.MaxMoves > 0 && len(p.Moves) >= in.MaxMoves) || (in.MaxBytes > 0 && spent+b > in.MaxBytes)) {
-			p.Note = "stopped at the budget"
-			donors.putBack(d)
-			recipients.putBack(r)
-			continue
+		if (in.MaxMoves > 0 && len(p.Moves) >= in.MaxMoves) || (in.MaxBytes > 0 && spent+b > in.MaxBytes) {
+			p.Note = strings.TrimPrefix(p.Note+"; stopped at the budget", "; ")
+			break
 		}
 		spent += b
 		p.Moves = append(p.Moves, Move{
