@@ -30,6 +30,8 @@ type clusterOpts struct {
 	nodes  int // slotkv nodes bootstrapped as n1..nN; default 3
 	// weights of nodes by id; default 1.
 	weights map[string]uint32
+	// slotdArgs and nodeArgs are extra flags of every slotd and slotkv.
+	slotdArgs, nodeArgs []string
 }
 
 // cluster is a full deployment on 127.0.0.1: a real three-member etcd
@@ -50,6 +52,7 @@ type cluster struct {
 	slotdEP []string
 	nodes   map[string]*harness.Proc
 	weights map[string]uint32
+	opts    clusterOpts
 
 	conns map[string]*grpc.ClientConn // by address, closed at cleanup
 	sdk   *client.Client
@@ -64,7 +67,7 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	if o.nodes == 0 {
 		o.nodes = 3
 	}
-	c := &cluster{t: t, h: harness.New(t), nodes: map[string]*harness.Proc{}, weights: o.weights, conns: map[string]*grpc.ClientConn{}}
+	c := &cluster{t: t, h: harness.New(t), nodes: map[string]*harness.Proc{}, weights: o.weights, opts: o, conns: map[string]*grpc.ClientConn{}}
 	t.Cleanup(c.close)
 	c.startEtcd()
 	for i := 1; i <= o.slotds; i++ {
@@ -137,8 +140,8 @@ func (c *cluster) startEtcd() {
 
 func (c *cluster) startSlotd(name string) {
 	addr := c.h.Addr(name)
-	c.slotd = append(c.slotd, c.h.Start(name, "slotd", nil, "--etcd-endpoints", strings.Join(c.etcdEPs, ","),
-		"--listen", addr, "--http", "", "--name", name, "--log-level", "info"))
+	c.slotd = append(c.slotd, c.h.Start(name, "slotd", nil, append([]string{"--etcd-endpoints", strings.Join(c.etcdEPs, ","),
+		"--listen", addr, "--http", "", "--name", name, "--log-level", "info"}, c.opts.slotdArgs...)...))
 	c.slotdEP = append(c.slotdEP, addr)
 	c.h.Eventually(60*time.Second, name+" serves Status", func() error {
 		_, err := slotdv1.NewAdminClient(c.conn(addr)).Status(c.ctx(), &slotdv1.StatusRequest{})
@@ -159,8 +162,8 @@ func (c *cluster) nodeSlotd(id string) string {
 func (c *cluster) weight(id string) uint32 { return max(1, c.weights[id]) }
 
 func (c *cluster) startNode(id string) *harness.Proc {
-	p := c.h.Start(id, "slotkv", nil, "--id", id, "--listen", c.h.Addr(id), "--http", "",
-		"--data-dir", c.h.Dir(id), "--slotd", c.nodeSlotd(id), "--fsync=false", "--weight", fmt.Sprint(c.weight(id)))
+	p := c.h.Start(id, "slotkv", nil, append([]string{"--id", id, "--listen", c.h.Addr(id), "--http", "",
+		"--data-dir", c.h.Dir(id), "--slotd", c.nodeSlotd(id), "--fsync=false", "--weight", fmt.Sprint(c.weight(id))}, c.opts.nodeArgs...)...)
 	c.nodes[id] = p
 	return p
 }

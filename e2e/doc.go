@@ -23,10 +23,15 @@
 // 3 SIGKILL the slotd leading the mover mid-copy; 4 SIGKILL the source node
 // mid-copy and restart it; 5 SIGKILL the target mid-catch-up and restart it;
 // 6 SIGSTOP the source for 5 s at cutover; 7 stop the etcd leader during a
-// plan; 8 roll back a finished plan.
+// plan; 8 roll back a finished plan; 9 (recovery_test.go, nodes reconciling
+// fast): (a) SIGKILL a node, delete its data, declare it failed, bring a
+// copy of its old data back under its id; (b) SIGKILL the mover's slotd and
+// the draining node together mid-drain; (c) SIGSTOP a fenced source past
+// down-after; (d) SIGKILL the mover leader right after commits. Scenario 9
+// ends with every node reporting 0 orphan bytes.
 //
 // `go test ./e2e` (and `make test`) runs 1 (on a 256-move sample of the
-// plan) and 3; E2E_FULL=1 runs all of them with the full rebalance
+// plan), 3 and 9 (a); E2E_FULL=1 runs all of them with the full rebalance
 // (`make e2e`), and prints a table: scenario, operations, client errors,
 // lost writes, linearizable, time.
 package e2e
