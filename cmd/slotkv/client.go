@@ -171,6 +171,10 @@ func (o *bulkOptions) validate() error {
 	if o.keys < 0 || o.size < 1 || o.concurrency < 1 {
 		return usageError{errors.New("--keys must be >= 0, --size and --concurrency >= 1")}
 	}
+	if o.timeout <= 0 {
+		// Every request would fail at once (the workload refuses it).
+		return usageError{errors.New("--timeout must be positive")}
+	}
 	return nil
 }
 

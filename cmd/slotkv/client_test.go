@@ -19,6 +19,7 @@ func TestClientUsage(t *testing.T) {
 		{"negative keys", []string{"check", "--keys", "-1"}, "--keys"},
 		{"bad output", []string{"get", "k", "-o", "yaml"}, "unknown output"},
 		{"traffic rate", []string{"traffic", "--rate", "0"}, "--rate"},
+		{"zero timeout", []string{"load", "--timeout", "0s"}, "--timeout"},
 		{"put needs two args", []string{"put", "k"}, "accepts 2 arg"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
