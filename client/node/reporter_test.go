@@ -1,0 +1,108 @@
+package node
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/slots"
+)
+
+// recordingLoad is a Load server that keeps what it is sent, or refuses.
+type recordingLoad struct {
+	slotdv1.UnimplementedLoadServer
+	mu      sync.Mutex // guards got
+	got     []*slotdv1.LoadReport
+	refuse  bool
+	arrived chan struct{}
+}
+
+func (r *recordingLoad) Report(_ context.Context, rep *slotdv1.LoadReport) (*slotdv1.LoadReportResponse, error) {
+	defer func() { r.arrived <- struct{}{} }()
+	if r.refuse {
+		return nil, status.Error(codes.Unavailable, "behind")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, rep)
+	return &slotdv1.LoadReportResponse{}, nil
+}
+
+func serveLoad(t *testing.T, srv *recordingLoad) slotdv1.LoadClient {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	slotdv1.RegisterLoadServer(g, srv)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Serve(lis) }()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close(); g.Stop(); <-done })
+	return slotdv1.NewLoadClient(cc)
+}
+
+// TestReporterRun: Run reports at once and then at every interval of its
+// clock, to every replica over gRPC, whatever another replica answers;
+// each report is the node's owned slots with data, at the map's version.
+func TestReporterRun(t *testing.T) {
+	clock := newTickClock()
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	other := slots.MustNew(7)
+	m.Set("b", "127.0.0.1:2", other)
+	st := newMemStore()
+	n := newTestNode(t, st, m, t.TempDir())
+	ctx := context.Background()
+	mine := slots.MustNew(8)
+	for _, s := range []slots.Slot{mine, other} {
+		if err := st.Apply(ctx, s, []Mutation{{Key: keyIn(s), Value: []byte("v")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok := &recordingLoad{arrived: make(chan struct{}, 16)}
+	bad := &recordingLoad{refuse: true, arrived: make(chan struct{}, 16)}
+	r, err := NewReporter(ReporterConfig{Node: n, Replicas: []slotdv1.LoadClient{serveLoad(t, ok), serveLoad(t, bad)}, Clock: clock, Interval: 7 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- r.Run(rctx) }()
+	for round := 1; round <= 3; round++ {
+		<-ok.arrived
+		<-bad.arrived
+		<-clock.waiting // Run waits for the next interval
+		ok.mu.Lock()
+		got := len(ok.got)
+		rep := ok.got[got-1]
+		ok.mu.Unlock()
+		if got != round {
+			t.Fatalf("round %d: %d reports", round, got)
+		}
+		if rep.GetNodeId() != "a" || rep.GetVersion() != m.Version() || rep.GetInterval().AsDuration() != 7*time.Second ||
+			len(rep.GetSlots()) != 1 || rep.GetSlots()[0].GetSlot() != uint32(mine.Uint16()) || rep.GetSlots()[0].GetKeys() != 1 {
+			t.Fatalf("round %d: report %v", round, rep)
+		}
+		clock.advance(7 * time.Second)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewReporter(ReporterConfig{Node: n}); err == nil {
+		t.Fatal("a reporter without replicas was accepted")
+	}
+}
