@@ -1,7 +1,6 @@
 package load
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -294,9 +293,4 @@ func (a *Aggregator) Forget(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.reports, id)
-}
-
-// Loads is NodeLoads at the present time, as console.LoadSource asks it.
-func (a *Aggregator) Loads(context.Context) (map[string]planner.NodeLoad, error) {
-	return a.NodeLoads(time.Now()), nil
 }

@@ -195,7 +195,11 @@ func (n *Node) Load(ctx context.Context) (Load, error) {
 			out.Slots = append(out.Slots, sl)
 		}
 	}
+	// The sketch also holds the samples since the last fold.
 	hotAge := t.hotAge
+	if !t.lastFold.IsZero() && now.After(t.lastFold) {
+		hotAge += now.Sub(t.lastFold).Seconds()
+	}
 	t.mu.Unlock()
 	t.sizeMu.Unlock()
 	if hotAge > 0 {
