@@ -40,7 +40,6 @@ type HotKey struct {
 // hotEntry is one tracked key. Its key bytes live inside the entry, so
 // feeding the sketch never allocates.
 type hotEntry struct {
-	count  float64 // sampled requests, decayed at every fold
 	err    float64 // overestimate bound inherited from the evicted entry
 	slot   slots.Slot
 	keyLen int // full length of the key
@@ -51,9 +50,12 @@ type hotEntry struct {
 // with counts decayed at each fold so that it follows the recent past. Safe
 // for concurrent use.
 type hotKeys struct {
-	mu     sync.Mutex // guards everything below
-	n      int
-	hashes [HotKeyCapacity]uint64 // scanned first: one cache-friendly array
+	mu sync.Mutex // guards everything below
+	n  int
+	// hashes and counts are what every sampled request scans: two dense
+	// arrays (1 KiB), not 64 entries of keys 10 KiB apart.
+	hashes [HotKeyCapacity]uint64
+	counts [HotKeyCapacity]float64 // sampled requests, decayed at every fold
 	e      [HotKeyCapacity]hotEntry
 }
 
@@ -62,10 +64,16 @@ func (h *hotKeys) add(s slots.Slot, key []byte) {
 	hash := xxhash.Sum64(key)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// One pass finds the key or, failing that, the smallest count: a miss
+	// (most samples of a wide key space) costs one scan, not two.
+	low := 0
 	for i := range h.n {
 		if h.hashes[i] == hash && h.e[i].keyLen == len(key) && bytes.Equal(h.e[i].key[:min(len(key), MaxHotKeyBytes)], key[:min(len(key), MaxHotKeyBytes)]) {
-			h.e[i].count++
+			h.counts[i]++
 			return
+		}
+		if h.counts[i] < h.counts[low] {
+			low = i
 		}
 	}
 	i, floor := h.n, 0.0
@@ -74,17 +82,11 @@ func (h *hotKeys) add(s slots.Slot, key []byte) {
 	} else {
 		// Evict the smallest count: the newcomer inherits it as its error,
 		// so no key's count is ever an underestimate.
-		i = 0
-		for j := 1; j < HotKeyCapacity; j++ {
-			if h.e[j].count < h.e[i].count {
-				i = j
-			}
-		}
-		floor = h.e[i].count
+		i, floor = low, h.counts[low]
 	}
 	e := &h.e[i]
-	h.hashes[i] = hash
-	e.count, e.err, e.slot, e.keyLen = floor+1, floor, s, len(key)
+	h.hashes[i], h.counts[i] = hash, floor+1
+	e.err, e.slot, e.keyLen = floor, s, len(key)
 	copy(e.key[:], key)
 }
 
@@ -93,7 +95,7 @@ func (h *hotKeys) decay(f float64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := range h.n {
-		h.e[i].count *= f
+		h.counts[i] *= f
 		h.e[i].err *= f
 	}
 }
@@ -107,14 +109,14 @@ func (h *hotKeys) top(perSecond float64) []HotKey {
 	defer h.mu.Unlock()
 	out := make([]HotKey, 0, h.n)
 	for i := range h.n {
-		e := &h.e[i]
-		if e.count <= e.err || e.count*perSecond < 1e-9 {
+		e, count := &h.e[i], h.counts[i]
+		if count <= e.err || count*perSecond < 1e-9 {
 			continue
 		}
 		n := min(e.keyLen, MaxHotKeyBytes)
 		out = append(out, HotKey{
 			Key: slices.Clone(e.key[:n]), Slot: e.slot,
-			Rate: e.count * perSecond, Error: e.err * perSecond, Truncated: e.keyLen > MaxHotKeyBytes,
+			Rate: count * perSecond, Error: e.err * perSecond, Truncated: e.keyLen > MaxHotKeyBytes,
 		})
 	}
 	slices.SortFunc(out, func(a, b HotKey) int {
