@@ -22,6 +22,9 @@ type RecoveryServer struct {
 	cfg Config
 	dir *directory.Directory
 	lg  *slog.Logger
+	// lastBytes is the node's last load report's bytes (load.Aggregator),
+	// for the estimate of what declaring it failed loses.
+	lastBytes func(id string) (uint64, time.Time, bool)
 }
 
 var _ slotdv1.RecoveryServer = (*RecoveryServer)(nil)
@@ -78,6 +81,11 @@ func (s *RecoveryServer) FailNode(ctx context.Context, req *slotdv1.FailNodeRequ
 		return nil, toStatus(fmt.Errorf("fail node: %w", err))
 	}
 	resp := &slotdv1.FailNodeResponse{Version: snap.Version}
+	if s.lastBytes != nil {
+		if b, _, ok := s.lastBytes(id); ok {
+			resp.EstimatedBytesLost, resp.BytesKnown = int64(b), true
+		}
+	}
 	set := snap.SlotsOf(id)
 	resp.Slots, resp.SlotCount = set.String(), uint32(set.Count())
 	counts := map[string]uint32{}

@@ -62,6 +62,19 @@ func TestFailNode(t *testing.T) {
 	if _, code := fail(&slotdv1.FailNodeRequest{NodeId: "nosuch", DryRun: true}); code != codes.NotFound {
 		t.Fatalf("an unknown node: %v, want NotFound", code)
 	}
+	// c's last load report (it expires long before c can be declared
+	// failed) is the estimate of what is lost.
+	var cReport []*slotdv1.SlotLoad
+	cset := before.SlotsOf("c")
+	for sl := range cset.All() {
+		cReport = append(cReport, &slotdv1.SlotLoad{Slot: uint32(sl.Int()), Keys: 1, Bytes: 100})
+		if len(cReport) == 3 {
+			break
+		}
+	}
+	if _, err := slotdv1.NewLoadClient(dial(t, srv.addr())).Report(ctx, &slotdv1.LoadReport{NodeId: "c", Version: before.Version, Slots: cReport}); err != nil {
+		t.Fatalf("load report: %v", err)
+	}
 	// a and b heartbeat; c went silent: the liveness pass marks it down.
 	for _, id := range []string{"a", "b"} {
 		if err := d.Heartbeat(ctx, id); err != nil {
@@ -84,6 +97,9 @@ func TestFailNode(t *testing.T) {
 			t.Fatal("the failed node is a new owner")
 		}
 		given += no.GetSlots()
+	}
+	if !preview.GetBytesKnown() || preview.GetEstimatedBytesLost() != 300 {
+		t.Fatalf("estimated bytes lost %d (known %v), want 300 from c's last report", preview.GetEstimatedBytesLost(), preview.GetBytesKnown())
 	}
 	if preview.GetApplied() || preview.GetSlotCount() != uint32(cSlots.Count()) || given != preview.GetSlotCount() || len(preview.GetNewOwners()) != 2 {
 		t.Fatalf("preview %+v, want %d slots to a and b", preview, cSlots.Count())
@@ -117,6 +133,11 @@ func TestFailNode(t *testing.T) {
 	h, err := d.History(ctx, 1)
 	if err != nil || len(h) != 1 || h[0].Kind != directory.ChangeNodeFail || !strings.Contains(h[0].Reason, "data lost: c declared failed by anonymous") {
 		t.Fatalf("history %+v %v", h, err)
+	}
+	// The audit log has it too, in the change's own transaction.
+	audit, err := d.Audit(ctx, directory.AuditQuery{Kind: directory.AuditNode, Limit: 1})
+	if err != nil || len(audit) != 1 || audit[0].Action != directory.ChangeNodeFail || audit[0].Node != "c" || !strings.Contains(audit[0].Reason, "data lost: c declared failed") {
+		t.Fatalf("audit %+v %v", audit, err)
 	}
 	// c comes back: it registers as a new node that owns nothing.
 	if _, err := d.RegisterNode(ctx, directory.Node{ID: "c", Addr: "127.0.0.1:7003", Weight: 1}); err != nil {

@@ -131,6 +131,7 @@ func New(cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("service: register load metrics: %w", err)
 		}
 	}
+	r.lastBytes = agg.LastBytes
 	l := &LoadServer{agg: agg, now: time.Now}
 	return &Service{hub: hub, dir: d, admin: a, auto: au, recovery: r, op: &OperatorServer{a: a}, load: l}, nil
 }
