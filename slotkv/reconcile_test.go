@@ -537,3 +537,46 @@ func TestFailedNodeComesBackWithOldData(t *testing.T) {
 		t.Fatal("c owns slots again")
 	}
 }
+
+// BenchmarkReconcilePass is one reconciliation pass over a store holding
+// about 50,000 keys of 100 bytes in the 8,192 even slots, a quarter of
+// which (2,048) it no longer owns (their bytes are counted as orphans, so
+// each of those is sized), with the grace not yet over:
+// go test -run '^$' -bench ReconcilePass -benchtime 20x ./slotkv
+func BenchmarkReconcilePass(b *testing.B) {
+	ctx := context.Background()
+	m := new(node.StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	srv, err := Open(Config{ID: "a", DataDir: b.TempDir(), Map: m, NoSync: true, Logger: slog.New(slog.DiscardHandler), ReconcileInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	batches := map[slots.Slot][]node.Mutation{}
+	for i := range 100_000 {
+		k := []byte("bench:" + time.Duration(i).String())
+		s := slots.ForKey(k)
+		if s.Int()%2 == 1 {
+			continue
+		}
+		batches[s] = append(batches[s], node.Mutation{Key: k, Value: make([]byte, 100)})
+	}
+	var gone []slots.Slot
+	for s, batch := range batches {
+		if err := srv.Engine().Apply(ctx, s, batch); err != nil {
+			b.Fatal(err)
+		}
+		if s.Int()%8 == 0 {
+			gone = append(gone, s)
+		}
+	}
+	m.Set("b", "127.0.0.1:2", gone...)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := srv.Node().ReconcileOnce(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(srv.Node().OrphanBytes()), "orphan-bytes")
+}
