@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/slotd/slotd/api/slotdv1"
@@ -135,9 +137,20 @@ func (r *Reporter) note(i int, err error) {
 	switch {
 	case err == nil && had:
 		delete(r.failed, i)
-		r.lg.Info("load report accepted again", "replica", i)
+		if status.Code(last) == codes.Unavailable {
+			r.lg.Debug("load report taken", "replica", i)
+		} else {
+			r.lg.Info("load report accepted again", "replica", i)
+		}
 	case err != nil && (!had || last.Error() != err.Error()):
 		r.failed[i] = err
-		r.lg.Warn("load report refused or lost", "replica", i, "err", err)
+		if status.Code(err) == codes.Unavailable {
+			// A replica away or behind the node's map: the registrar
+			// already says when slotd is away, and the next report
+			// usually goes through.
+			r.lg.Debug("load report not taken yet", "replica", i, "err", err)
+			return
+		}
+		r.lg.Warn("load report refused", "replica", i, "err", err)
 	}
 }
