@@ -261,7 +261,8 @@ func checkValue(v float64) error {
 
 // NodeLoads returns the load of every node whose report is live at now and
 // that is still in the map: the planner's input. Reads and Writes are the
-// ~10-minute averages. A node missing from the map is unknown.
+// ~10-minute averages. A node missing from the map is unknown. A slot that
+// left the node since its report is left out (its new owner reports it).
 func (a *Aggregator) NodeLoads(now time.Time) map[string]planner.NodeLoad {
 	m := a.cfg.Map.Current()
 	a.mu.Lock()
@@ -276,12 +277,16 @@ func (a *Aggregator) NodeLoads(now time.Time) map[string]planner.NodeLoad {
 				continue
 			}
 		}
-		nl := planner.NodeLoad{Slots: make([]planner.SlotLoad, len(r.slots))}
-		for i, s := range r.slots {
-			nl.Slots[i] = planner.SlotLoad{Slot: s.Slot, Keys: float64(s.Keys), Bytes: float64(s.Bytes), Reads: s.Reads10m, Writes: s.Writes10m}
+		nl := planner.NodeLoad{Slots: make([]planner.SlotLoad, 0, len(r.slots))}
+		for _, s := range r.slots {
+			if owns(m, id, s.Slot) {
+				nl.Slots = append(nl.Slots, planner.SlotLoad{Slot: s.Slot, Keys: float64(s.Keys), Bytes: float64(s.Bytes), Reads: s.Reads10m, Writes: s.Writes10m})
+			}
 		}
 		for _, k := range r.hot {
-			nl.HotKeys = append(nl.HotKeys, planner.HotKey{Key: string(k.Key), Rate: k.Rate, Err: k.Error, Slot: k.Slot})
+			if owns(m, id, k.Slot) {
+				nl.HotKeys = append(nl.HotKeys, planner.HotKey{Key: string(k.Key), Rate: k.Rate, Err: k.Error, Slot: k.Slot})
+			}
 		}
 		out[id] = nl
 	}
@@ -293,4 +298,9 @@ func (a *Aggregator) Forget(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.reports, id)
+}
+
+// owns says whether node id owns slot n in m (true without a map).
+func owns(m *slotmap.Map, id string, n uint16) bool {
+	return m == nil || m.Empty() || m.OwnerID(slots.MustNew(int(n))) == id
 }

@@ -271,3 +271,26 @@ func TestNodeLoadsAndView(t *testing.T) {
 func fmtV(v any) string { return fmt.Sprintf("%+v", v) }
 
 func nowish() time.Time { return time.Now() }
+
+// TestSlotMovedAfterReport: a slot that changes hands after its owner's
+// report leaves that node's load (and view) at once; its new owner
+// reports it.
+func TestSlotMovedAfterReport(t *testing.T) {
+	fm := testMap(t)
+	a := newAgg(t, fm)
+	if err := a.Report(t0, goodReport()); err != nil {
+		t.Fatal(err)
+	}
+	moved, ok := fm.m.WithOwner(slots.MustNew(1), "n2", "a2", 11)
+	if !ok {
+		t.Fatal("WithOwner refused")
+	}
+	fm.m = moved
+	if got := a.NodeLoads(t0)["n1"]; len(got.Slots) != 1 || got.Slots[0].Slot != 16001 || len(got.HotKeys) != 0 {
+		t.Fatalf("n1 after slot 1 moved: %+v", got)
+	}
+	v := a.View(t0, ViewOptions{Slots: true})
+	if n1 := v.Nodes[0]; n1.Bytes != 10 || len(n1.Slots) != 1 || len(n1.HotKeys) != 0 {
+		t.Fatalf("n1 view after slot 1 moved: %+v", n1)
+	}
+}

@@ -132,7 +132,15 @@ func (a *Aggregator) View(now time.Time, opts ViewOptions) View {
 		nv := NodeView{ID: n.ID, Weight: n.Weight, State: n.State}
 		if r := a.reports[n.ID]; r != nil && r.known(now) {
 			nv.Known, nv.Received, nv.Version = true, r.received, r.version
+			// Only the slots the node still owns: one that moved since
+			// the report is its new owner's to report.
+			mine := make([]SlotLoad, 0, len(r.slots))
 			for _, s := range r.slots {
+				if owns(m, n.ID, s.Slot) {
+					mine = append(mine, s)
+				}
+			}
+			for _, s := range mine {
 				nv.Keys += s.Keys
 				nv.Bytes += s.Bytes
 				nv.Reads1m += s.Reads1m
@@ -140,10 +148,14 @@ func (a *Aggregator) View(now time.Time, opts ViewOptions) View {
 				nv.Reads10m += s.Reads10m
 				nv.Writes10m += s.Writes10m
 			}
-			nv.HotKeys = slices.Clone(r.hot)
-			slotsOf[n.ID] = r.slots
+			for _, k := range r.hot {
+				if owns(m, n.ID, k.Slot) {
+					nv.HotKeys = append(nv.HotKeys, k)
+				}
+			}
+			slotsOf[n.ID] = mine
 			if opts.Slots {
-				nv.Slots = slices.Clone(r.slots)
+				nv.Slots = mine
 			}
 		}
 		all = append(all, nv)
