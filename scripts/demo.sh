@@ -127,6 +127,19 @@ metric() { awk -v n="$1" 'index($0, n) == 1 { s += $NF } END { printf "%.0f", s 
 
 registered() { slotctl nodes list -o json | grep -q "\"$1\""; }
 
+# node_bytes prints "ID BYTES" for each node with a load report: the bytes it
+# measured it holds (slotctl status -o json, "measured": {"keys": K, "bytes": B}).
+node_bytes() {
+	slotctl status -o json | tr -d ' \n' | grep -o '"id":"[^"]*"\|"measured":{"keys":[0-9]*,"bytes":[0-9]*' |
+		awk -F'"' '/^"id"/ { id = $4; next } { n = split($0, f, ":"); print id, f[n] }'
+}
+
+# reported_total N MIN: the nodes' measured bytes add up to at least MIN,
+# with N nodes reporting.
+reported_total() {
+	node_bytes | awk -v n="$1" -v min="$2" '{ s += $2; c++ } END { exit !(c >= n && s >= min) }'
+}
+
 T0=$SECONDS
 say "build"
 make --no-print-directory build
@@ -165,7 +178,7 @@ start_node() {
 		own=(--slotd-tls-cert "$CERTS/store-$id.pem" --slotd-tls-key "$CERTS/store-$id-key.pem")
 	fi
 	"$BIN/slotkv" --id "$id" --listen "127.0.0.1:$(node_port "$id")" --http "127.0.0.1:$(node_http "$id")" \
-		--data-dir "$DIR/$id" --slotd "$SLOTD" --fsync=false "${NODE_TLS[@]}" "${own[@]}" >"$DIR/$id.log" 2>&1 &
+		--data-dir "$DIR/$id" --slotd "$SLOTD" --fsync=false --load-report-interval 2s "${NODE_TLS[@]}" "${own[@]}" >"$DIR/$id.log" 2>&1 &
 	PIDS+=($!)
 	wait_for "node $id" 30 registered "$id"
 	echo "$id serving on 127.0.0.1:$(node_port "$id")"
@@ -187,8 +200,13 @@ PIDS+=($TRAFFIC)
 say "add a fourth node"
 start_node n4
 
-say "plan: preview the rebalance"
-slotctl plan --reason "demo: fill n4" | tee "$DIR/plan.txt"
+# The plan balances bytes as the nodes measured them: wait for reports of
+# all that was loaded (every 2 s from each node).
+LOADED=$((KEYS * SIZE * 9 / 10))
+wait_for "load reports of the loaded data" 60 reported_total 4 "$LOADED"
+
+say "plan: preview the rebalance (balance by bytes, aiming within 2.5% of each node's share)"
+slotctl plan --balance-by bytes --tolerance 0.05 --reason "demo: fill n4" | tee "$DIR/plan.txt"
 PLAN=$(awk '/^plan /{print $2; exit}' "$DIR/plan.txt")
 [[ -n $PLAN ]] || die "no plan id in slotctl plan's output"
 
@@ -218,9 +236,21 @@ if [[ ${DEMO_TLS:-} != 1 ]] && metrics >"$DIR/metrics.txt" 2>/dev/null; then
 		END { if (n > 0) printf "%.1f ms", 1000 * s / n; else print "-" }' "$DIR/metrics.txt")
 	echo "moved:     $(metric slotd_placement_keys_moved_total) keys and changes, $(metric slotd_mover_bytes_moved_total) bytes applied on targets; mean write pause per slot $PAUSE (slotd /metrics)"
 fi
+# Bytes per node once every node reported after the last move (they report
+# every 2 s).
+sleep 3
+wait_for "fresh load reports" 30 reported_total 4 "$LOADED"
+BALANCE=$(node_bytes | sort | awk '{ id[NR] = $1; b[NR] = $2; s += $2 } END {
+	m = s / NR; bad = 0
+	for (i = 1; i <= NR; i++) { d = 100 * (b[i] - m) / m; printf "%s %.2f MB (%+.1f%%)%s", id[i], b[i] / 1e6, d, i < NR ? ", " : ""; if (d > 10 || d < -10) bad = 1 }
+	printf "\n"; exit bad }') || BALANCE_BAD=1
+echo "bytes:     $BALANCE (each within 10% of the mean: $([[ -z ${BALANCE_BAD:-} ]] && echo yes || echo NO))"
 echo "clients:   $(head -1 "$DIR/traffic.out")"
 echo "check:     $(head -1 "$DIR/check.txt")"
 echo "demo:      $((SECONDS - T0))s in all"
+if [[ -n ${BALANCE_BAD:-} ]]; then
+	die "bytes per node not within 10% of the mean: $BALANCE"
+fi
 if ((TRAFFIC_OK != 0 || CHECK_OK != 0)); then
 	tail -n +2 "$DIR/traffic.out" >&2
 	die "client errors or bad keys (traffic exit $TRAFFIC_OK, check exit $CHECK_OK)"
