@@ -15,8 +15,9 @@
 // not registered (ErrUnknownNode), or this replica's map is older than the
 // report (ErrBehind: the node reports again at its next interval).
 //
-//	agg := load.New(load.Config{Map: hubMap})
-//	err := agg.Report(time.Now(), req)          // from the Load.Report RPC
+//	agg, err := load.New(load.Config{Map: hub}) // service.New does this over its hub
+//	err = agg.Report(time.Now(), req)           // from the Load.Report RPC
 //	loads := agg.NodeLoads(time.Now())          // the planner's input
-//	view := agg.View(time.Now(), load.ViewOptions{}) // slotctl status and top
+//	view := agg.View(time.Now(), load.ViewOptions{}) // Load.Get: slotctl status and top
+//	reg.MustRegister(agg.Collector())           // slotd_node_load, _ratio, _known, slotd_hot_slots
 package load
