@@ -14,7 +14,12 @@
 //   - the slotd.v1.Store migration protocol (RegisterStore): throttled
 //     export with a resumable cursor, a change stream, idempotent import,
 //     persisted fences, per-slot stats, background throttled drop, checksum;
-//   - registration with slotd and its heartbeat (Registrar).
+//   - registration with slotd and its heartbeat (Registrar);
+//   - load: per slot, reads served and writes applied as ~1 and ~10-minute
+//     decaying averages (one atomic add per request, folded by Run), keys
+//     and bytes (a store that sizes every slot in one pass implements
+//     SlotSizer), and a 64-key sketch of the hottest keys; Node.Load reads
+//     them and a Reporter sends them to every slotd replica.
 //
 // Which slots the node owns comes from a MapSource: the client SDK's map
 // cache, or a StaticMap in tests and single-node setups.
