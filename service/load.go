@@ -43,20 +43,34 @@ var _ load.Map = hubMap{}
 
 func (m hubMap) Current() *slotmap.Map { return m.h.Current() }
 
-// ChangedSince collects the slots of the kept deltas after version v.
+// ChangedSince collects the slots of the kept deltas after version v. A
+// replica may not have published v itself (it can see two directory
+// changes as one version): a kept delta that spans v counts whole, which
+// only ever adds slots.
 func (m hubMap) ChangedSince(v uint64) (slots.Set, bool) {
 	var changed slots.Set
-	_, chain, ok, _, closed := m.h.since(v)
-	if !ok || closed {
+	m.h.mu.Lock()
+	defer m.h.mu.Unlock()
+	if m.h.closed || len(m.h.recent) == 0 {
 		return changed, false
 	}
-	for _, ver := range chain {
+	for i := len(m.h.recent) - 1; i >= 0; i-- {
+		ver := m.h.recent[i]
+		if ver.ver <= v {
+			return changed, true // every change after v is counted
+		}
+		if ver.delta == nil {
+			return changed, false // a full map: what changed is not kept
+		}
 		resp, _ := ver.delta.msg.(*slotdv1.WatchMapResponse)
 		for _, so := range resp.GetDelta().GetSlots() {
 			if s, err := slots.New(int(so.GetSlot())); err == nil {
 				changed.Add(s)
 			}
 		}
+		if ver.from <= v {
+			return changed, true
+		}
 	}
-	return changed, true
+	return changed, false
 }
