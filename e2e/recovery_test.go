@@ -306,6 +306,22 @@ func TestStopFencedSource(t *testing.T) {
 	s.clientErrorsOK = true
 	c.setThrottle(150_000)
 	id := c.move(slot, to)
+	// A writer into the slot, as fast as it goes, so that catch-up rounds
+	// fall behind: CATCHING_UP is recorded only with a backlog, and the
+	// fenced phase alone lasts milliseconds.
+	w := c.h.Start("writer", "slotkv", nil, "traffic", "--slotd", strings.Join(c.slotdEP, ","), "--prefix", "{fenced}",
+		"--keys", "0", "--rate", "5000", "--concurrency", "8", "--write-keys", "256", "-o", "json")
+	defer func() {
+		w.Signal(syscall.SIGTERM)
+		select {
+		case <-w.Exited():
+		case <-time.After(2 * time.Minute):
+			t.Error("the writer did not stop")
+		}
+		if m := badRE.FindStringSubmatch(w.Output()); m == nil || m[1] != "0" {
+			t.Errorf("writer into slot %d: lost writes or wrong reads, or no summary:\n%s", slot, w.Output())
+		}
+	}()
 	m := c.waitPhase(id, 0, slotdv1.MovePhase_MOVE_PHASE_CATCHING_UP, slotdv1.MovePhase_MOVE_PHASE_FENCED)
 	c.setThrottle(0)
 	src := c.nodes[m.GetFrom()]
