@@ -137,11 +137,21 @@ func (b *Balancer) Tick(ctx context.Context) (AutoDecision, error) {
 
 	switch d.Kind {
 	case AutoPlan:
+		// An imbalance the planner finds nothing to move for stays watched
+		// from its start: the next try, after the interval, is not a whole
+		// window later.
+		since := in.ImbalancedSince
+		if since.IsZero() {
+			since = now
+		}
 		if err := b.plan(ctx, &d, pol, now); err != nil {
 			// Not a failure of a plan (none was applied): tried again at the
 			// next tick, or the operator came first.
 			b.lg.Warn("automatic plan not applied", "reason", d.Reason, "err", err)
 			d.Reason = fmt.Sprintf("%s: not applied: %v", d.Reason, err)
+		}
+		if d.Kind == AutoWatching && d.Trigger == "imbalance" {
+			b.imbalancedSince = since
 		}
 	case AutoCancel:
 		actx := directory.WithAudit(ctx, directory.AuditEntry{Kind: directory.AuditPlan, Action: directory.ActionCancel, PlanID: d.Cancel, By: AutoOperator, Reason: d.Reason})
