@@ -8,6 +8,8 @@
 # DEMO_THROTTLE (copy rate per donor; slotd's default when empty),
 # DEMO_DISK=1 (keep ./.demo on disk, see below),
 # DEMO_TLS=1 (everything over TLS with certificates from `make certs`, see below),
+# DEMO_AUTO=1 (the automatic balancer is turned on and fills the fourth node:
+# no plan or apply command; see "slotctl auto"),
 # DEMO_PORT (7400): the base of every port the demo uses, so two demos (or a
 # demo and tests) can run side by side: slotd gRPC base, HTTP base+1, its etcd
 # base+79/base+80, node nN gRPC base+100+N, HTTP base+110+N.
@@ -165,7 +167,8 @@ fi
 
 say "start slotd (embedded etcd) on $SLOTD${DEMO_TLS:+ (TLS)}"
 "$BIN/slotd" --data-dir "$DIR/slotd" --listen "$SLOTD" --http "127.0.0.1:$SLOTD_HTTP" \
-	--etcd-client-url "127.0.0.1:$ETCD_CLIENT" --etcd-peer-url "127.0.0.1:$ETCD_PEER" "${SLOTD_TLS[@]}" >"$DIR/slotd.log" 2>&1 &
+	--etcd-client-url "127.0.0.1:$ETCD_CLIENT" --etcd-peer-url "127.0.0.1:$ETCD_PEER" "${SLOTD_TLS[@]}" \
+	${DEMO_AUTO:+--balancer-tick 1s} >"$DIR/slotd.log" 2>&1 &
 PIDS+=($!)
 wait_for "slotd" 60 slotctl status
 if [[ -n ${DEMO_THROTTLE:-} ]]; then
@@ -197,23 +200,55 @@ say "start background traffic ($RATE ops/s: verified reads of loaded keys, write
 TRAFFIC=$!
 PIDS+=($TRAFFIC)
 
+LOADED=$((KEYS * SIZE * 9 / 10))
+if [[ ${DEMO_AUTO:-} == 1 ]]; then
+	# The balancer balances bytes as the nodes measured them: the three
+	# nodes' reports of the loaded data first.
+	wait_for "load reports of the loaded data" 60 reported_total 3 "$LOADED"
+	say "turn the automatic balancer on (DEMO_AUTO=1)"
+	# A new node is filled at once (no window for that); no hourly budget,
+	# so the demo fills it in one plan; the window (for an imbalance) is
+	# longer than the nodes' 30-s size pass, so it never plans on sizes
+	# taken before its own plan moved anything.
+	slotctl auto set enabled=true balance-by=bytes tolerance=5% window=40s interval=5s budget-moves=0 budget-bytes=0 --reason "demo"
+	slotctl auto status
+fi
+
 say "add a fourth node"
 start_node n4
 
-# The plan balances bytes as the nodes measured them: wait for reports of
-# all that was loaded (every 2 s from each node).
-LOADED=$((KEYS * SIZE * 9 / 10))
-wait_for "load reports of the loaded data" 60 reported_total 4 "$LOADED"
+if [[ ${DEMO_AUTO:-} == 1 ]]; then
+	say "the balancer fills n4: no plan command"
+	A0=$SECONDS
+	auto_plan() { slotctl auto status -o json | grep -q '"last_plan": "[^"]'; }
+	wait_for "an automatic plan" 60 auto_plan
+	PLAN=$(slotctl auto status -o json | sed -n 's/.*"last_plan": "\([^"]*\)".*/\1/p')
+	echo "automatic plan $PLAN: $(slotctl plans show "$PLAN" | sed -n 's/^operator: //p')"
+	# (The output is read whole: head closing the pipe would fail slotctl
+	# under pipefail.)
+	while SHOW=$(slotctl plans show "$PLAN") && ! grep -qE "^plan $PLAN (done|cancelled|failed|paused) " <<<"$SHOW"; do
+		sed -n 2p <<<"$SHOW"
+		sleep 5
+	done
+	sed -n 1,3p <<<"$SHOW" | tee "$DIR/apply.txt"
+	grep -q "^plan $PLAN done" "$DIR/apply.txt" || die "automatic plan $PLAN did not finish"
+	APPLY=$((SECONDS - A0))
+	slotctl auto status
+else
+	# The plan balances bytes as the nodes measured them: wait for reports of
+	# all that was loaded (every 2 s from each node).
+	wait_for "load reports of the loaded data" 60 reported_total 4 "$LOADED"
 
-say "plan: preview the rebalance (balance by bytes, aiming within 2.5% of each node's share)"
-slotctl plan --balance-by bytes --tolerance 0.05 --reason "demo: fill n4" | tee "$DIR/plan.txt"
-PLAN=$(awk '/^plan /{print $2; exit}' "$DIR/plan.txt")
-[[ -n $PLAN ]] || die "no plan id in slotctl plan's output"
+	say "plan: preview the rebalance (balance by bytes, aiming within 2.5% of each node's share)"
+	slotctl plan --balance-by bytes --tolerance 0.05 --reason "demo: fill n4" | tee "$DIR/plan.txt"
+	PLAN=$(awk '/^plan /{print $2; exit}' "$DIR/plan.txt")
+	[[ -n $PLAN ]] || die "no plan id in slotctl plan's output"
 
-say "apply $PLAN"
-A0=$SECONDS
-slotctl apply "$PLAN" --wait | tee "$DIR/apply.txt"
-APPLY=$((SECONDS - A0))
+	say "apply $PLAN"
+	A0=$SECONDS
+	slotctl apply "$PLAN" --wait | tee "$DIR/apply.txt"
+	APPLY=$((SECONDS - A0))
+fi
 
 say "stop the traffic; it reads back every write it made"
 kill -TERM "$TRAFFIC"
@@ -228,7 +263,7 @@ CHECK_OK=0
 say "summary"
 slotctl status
 echo
-echo "rebalance: $(grep -E '^plan .* done' "$DIR/apply.txt" | tail -1) (apply --wait took ${APPLY}s)"
+echo "rebalance: $(grep -E '^plan .* done' "$DIR/apply.txt" | tail -1) (${DEMO_AUTO:+automatic, }took ${APPLY}s)"
 if [[ ${DEMO_TLS:-} != 1 ]] && metrics >"$DIR/metrics.txt" 2>/dev/null; then
 	# The plan's "copied" sums the planner's estimates; slotd's counters
 	# have what the targets applied.

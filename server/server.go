@@ -49,6 +49,7 @@ type Server struct {
 	pool      *mover.StorePool
 	exe       *mover.Executor // nil with DisableMover
 	autoLoad  *autoLoad       // the balancer's view of the service's load aggregate
+	bal       *mover.Balancer // nil with DisableMover
 	svc       *service.Service
 	az        *auth.Authorizer
 	clusterID string
@@ -157,7 +158,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		if err != nil {
 			return nil, err
 		}
-		_ = bal // runs as a leader part once the executor has them (mover/leader.go)
+		s.bal = bal
 		if cfg.TuneMover != nil {
 			cfg.TuneMover(&ec)
 		}
@@ -298,6 +299,10 @@ func (s *Server) run(ctx context.Context) error {
 	g.Go(func() error { return ignoreCanceled(s.svc.Run(hubCtx)) })
 	if s.exe != nil {
 		g.Go(func() error { return s.exe.Run(exeCtx) })
+		// The balancer runs only while this slotd leads the mover.
+		g.Go(func() error {
+			return ignoreCanceled(mover.RunWhileLeading(exeCtx, s.exe.IsLeader, time.Second, s.bal))
+		})
 	}
 	g.Go(func() error {
 		// A stop that comes before Serve starts is still a clean stop.
