@@ -113,6 +113,8 @@ func TestUsageErrors(t *testing.T) {
 		{"no id", []string{"--standalone"}},
 		{"no slotd and not standalone", []string{"--id", "a", "--slotd", ""}},
 		{"negative rate", []string{"--id", "a", "--standalone", "--export-rate", "-1"}},
+		{"load report interval too short", []string{"--id", "a", "--standalone", "--load-report-interval", "100ms"}},
+		{"load report interval too long", []string{"--id", "a", "--standalone", "--load-report-interval", "1h"}},
 		{"unknown flag", []string{"--nope"}},
 		{"wildcard listen without advertise", []string{"--id", "a", "--standalone", "--listen", "0.0.0.0:0", "--http", "", "--data-dir", "DIR"}},
 		{"bad env", nil},
