@@ -171,6 +171,64 @@ func (b *balancer) balanced(dims []int, band float64) bool {
 
 // computeLoad plans by measured load. nodes are in id order.
 func computeLoad(in Input, nodes []Node, index map[string]int, mode BalanceBy) (*Plan, error) {
+	b, err := newBalancer(in, nodes, index, mode)
+	if err != nil {
+		return nil, err
+	}
+	before := make([]lnode, len(b.nodes))
+	copy(before, b.nodes)
+	beforeTotal := b.total
+
+	b.drain()
+	hot := b.isolate()
+	if len(b.plan.Moves) == 0 && b.balanced(b.dims, b.tol) && !hot {
+		b.plan.Note = fmt.Sprintf("balanced within %s: nothing to do", pct(b.tol))
+	} else {
+		if len(b.dims) > 1 {
+			// auto: bytes first (what costs to move), every move checked
+			// in ops too; then both.
+			b.greedy([]int{dimBytes})
+		}
+		b.greedy(b.dims)
+		switch {
+		case b.balanced(b.dims, b.tol):
+			b.plan.Note = fmt.Sprintf("balanced within %s", pct(b.tol))
+		case b.budget:
+			b.plan.Note = "stopped at the budget"
+		default:
+			b.plan.Note = "stopped: no move improves the balance"
+		}
+	}
+	b.finish(before, beforeTotal)
+	return b.plan, nil
+}
+
+// countLoadView fills the load view (load and ratios before and after) of
+// a slot-count plan p when nodes reported load, so that a count plan and a
+// load plan can be compared on the same figures.
+func countLoadView(in Input, nodes []Node, index map[string]int, p *Plan) {
+	b, err := newBalancer(in, nodes, index, BalanceAuto)
+	if err != nil {
+		return // no active node with known load: nothing to show
+	}
+	before := make([]lnode, len(b.nodes))
+	copy(before, b.nodes)
+	for _, m := range p.Moves {
+		b.move(m.Slot, index[m.To], "")
+	}
+	b.plan.Moves, b.plan.TotalBytes = nil, 0
+	b.finish(before, b.total)
+	for i := range p.Nodes {
+		v := b.plan.Nodes[i]
+		c := &p.Nodes[i]
+		c.LoadKnown, c.LoadBefore, c.LoadAfter, c.RatioBefore, c.RatioAfter = v.LoadKnown, v.LoadBefore, v.LoadAfter, v.RatioBefore, v.RatioAfter
+	}
+	p.Unknown = b.plan.Unknown
+}
+
+// newBalancer builds the load model of in: nodes (in id order) with their
+// loads, shares and ratios, the slots' loads and move costs.
+func newBalancer(in Input, nodes []Node, index map[string]int, mode BalanceBy) (*balancer, error) {
 	b := &balancer{in: in, tol: in.Tolerance}
 	if b.tol == 0 {
 		b.tol = DefaultTolerance
@@ -281,32 +339,7 @@ func computeLoad(in Input, nodes []Node, index map[string]int, mode BalanceBy) (
 			b.nodes[i].share = b.nodes[i].weight / b.weight
 		}
 	}
-	before := make([]lnode, len(b.nodes))
-	copy(before, b.nodes)
-	beforeTotal := b.total
-
-	b.drain()
-	hot := b.isolate()
-	if len(b.plan.Moves) == 0 && b.balanced(b.dims, b.tol) && !hot {
-		b.plan.Note = fmt.Sprintf("balanced within %s: nothing to do", pct(b.tol))
-	} else {
-		if len(b.dims) > 1 {
-			// auto: bytes first (what costs to move), every move checked
-			// in ops too; then both.
-			b.greedy([]int{dimBytes})
-		}
-		b.greedy(b.dims)
-		switch {
-		case b.balanced(b.dims, b.tol):
-			b.plan.Note = fmt.Sprintf("balanced within %s", pct(b.tol))
-		case b.budget:
-			b.plan.Note = "stopped at the budget"
-		default:
-			b.plan.Note = "stopped: no move improves the balance"
-		}
-	}
-	b.finish(before, beforeTotal)
-	return b.plan, nil
+	return b, nil
 }
 
 func pct(f float64) string { return fmt.Sprintf("%g%%", math.Round(f*1000)/10) }

@@ -171,7 +171,11 @@ func Compute(in Input) (*Plan, error) {
 			return nil, fmt.Errorf("%w: --balance-by %s needs load reports and no node has sent one yet; wait for reports or plan with --balance-by slots", ErrNoLoad, mode)
 		}
 	}
-	return computeCounts(in, nodes, index, mode)
+	p, err := computeCounts(in, nodes, index, mode)
+	if err == nil && len(in.Loads) > 0 {
+		countLoadView(in, nodes, index, p)
+	}
+	return p, err
 }
 
 // fillTargets sets each node's slot target for the preview.

@@ -381,6 +381,11 @@ func summarize(p *Plan) string {
 	for _, m := range p.Moves[:min(6, len(p.Moves))] {
 		fmt.Fprintf(&b, "move %d %s -> %s %dB: %s\n", m.Slot, m.From, m.To, m.Bytes, m.Reason)
 	}
+	for _, n := range nodes {
+		if n.LoadKnown {
+			fmt.Fprintf(&b, "node %s ratios bytes %.2f -> %.2f ops %.2f -> %.2f\n", n.ID, n.RatioBefore.Bytes, n.RatioAfter.Bytes, n.RatioBefore.Ops, n.RatioAfter.Ops)
+		}
+	}
 	if p.Note != "" {
 		fmt.Fprintf(&b, "note: %s\n", p.Note)
 	}
