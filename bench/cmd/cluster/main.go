@@ -73,7 +73,7 @@ func main() {
 	flag.IntVar(&c.emptyMoves, "empty-moves", 30, "item 3: empty-slot moves each way")
 	flag.IntVar(&c.rebalanceParallelism, "rebalance-parallelism", 16, "item 3: slotd --move-parallelism (1 is slotd's default: one move at a time)")
 	flag.BoolVar(&c.rebalanceDurable, "rebalance-durable", false, "item 3: slotkv --fsync=true on disk (default: fsync off on tmpfs, our fastest)")
-	flag.StringVar(&items, "items", "2,3,4,5,6", "items of issue 10 to run (4 and 5 need 2)")
+	flag.StringVar(&items, "items", "2,3,4,5,6,load", "items of issue 10 to run (4 and 5 need 2), and load (issue 14: load-aware planning)")
 	flag.Parse()
 	c.items = map[string]bool{}
 	for it := range strings.SplitSeq(items, ",") {
@@ -88,7 +88,11 @@ func main() {
 }
 
 func runAll(ctx context.Context, c *config, w io.Writer) (err error) {
+	needRedis := c.items["2"] || c.items["3"] || c.items["4"] || c.items["5"]
 	for _, b := range []string{"redis-server", "redis-cli"} {
+		if !needRedis {
+			break
+		}
 		if _, err := run(ctx, "sh", "-c", "command -v "+b); err != nil {
 			return fmt.Errorf("%s is not installed (apt-get install -y redis-server redis-tools)", b)
 		}
@@ -121,6 +125,11 @@ func runAll(ctx context.Context, c *config, w io.Writer) (err error) {
 	}
 	if c.items["3"] {
 		if err := itemRebalance(ctx, c, shm, w); err != nil {
+			return err
+		}
+	}
+	if c.items["load"] {
+		if err := itemLoad(ctx, c, shm, w); err != nil {
 			return err
 		}
 	}

@@ -106,6 +106,9 @@ func (c *ourCluster) close() {
 	}
 }
 
+// extraNodeArgs are added to every slotkv's flags (the load item sets it).
+var extraNodeArgs []string
+
 // addNode starts slotkv id (or restarts it with the same ports and data)
 // and waits until slotd lists it.
 func (c *ourCluster) addNode(ctx context.Context, id string, fsync bool) error {
@@ -119,8 +122,8 @@ func (c *ourCluster) addNode(ctx context.Context, id string, fsync bool) error {
 		c.nodes[id] = nd
 	}
 	nd.fsync = fsync
-	p, err := c.ps.start("slotkv-"+id, filepath.Join(c.bin, "slotkv"), "--id", id, "--listen", nd.addr, "--http", nd.http,
-		"--data-dir", filepath.Join(c.dataDir, id), "--slotd", c.slotdAddr, "--fsync="+strconv.FormatBool(fsync), "--log-level", "warn")
+	p, err := c.ps.start("slotkv-"+id, filepath.Join(c.bin, "slotkv"), append([]string{"--id", id, "--listen", nd.addr, "--http", nd.http,
+		"--data-dir", filepath.Join(c.dataDir, id), "--slotd", c.slotdAddr, "--fsync=" + strconv.FormatBool(fsync), "--log-level", "warn"}, extraNodeArgs...)...)
 	if err != nil {
 		return err
 	}
