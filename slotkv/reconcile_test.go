@@ -191,6 +191,11 @@ func (c *recCluster) clean(s *recStore) {
 		if _, err := s.n().ReconcileOnce(context.Background()); err != nil {
 			return false
 		}
+		for i := range slots.Count {
+			if s.n().Dropping(slots.MustNew(i)) {
+				return false // its last batch (and the fence it lifts) may still come
+			}
+		}
 		return s.n().OrphanBytes() == 0
 	})
 }

@@ -169,6 +169,12 @@ type Node struct {
 	// minMap is the oldest map version the node acts on (RequireMapVersion).
 	minMap atomic.Uint64
 
+	// takeMu guards takeOwned: the slots this node owned in the map of
+	// version takeVer, the last one checkGained looked at (takeover.go).
+	takeMu    sync.Mutex
+	takeOwned *slots.Set
+	takeVer   atomic.Uint64
+
 	closed atomic.Bool
 }
 
@@ -248,8 +254,9 @@ func (n *Node) Close() error {
 // write rates, folding the load counters — until ctx is done.
 func (n *Node) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); n.runDrops(ctx) }()
+	go func() { defer wg.Done(); n.runTakeover(ctx) }()
 	go func() { defer wg.Done(); n.runReconcile(ctx) }()
 	go func() { defer wg.Done(); n.runLoad(ctx) }()
 	t := time.NewTicker(n.cfg.StatsWindow)
@@ -288,6 +295,7 @@ func (n *Node) owner(s slots.Slot) (Owner, error) {
 		n.m.redirects.WithLabelValues("moved").Inc()
 		return o, &RedirectError{Kind: Moved, Slot: s, Owner: o.ID, Addr: o.Addr, Version: o.Version}
 	}
+	n.checkGained(o.Version)
 	if n.dropFlag[s.Int()].Load() {
 		// Owned, and an old copy of it still being deleted: the slot came
 		// to this node without an import (its data was declared lost with

@@ -291,3 +291,36 @@ func keyIn(s slots.Slot) []byte {
 		}
 	}
 }
+
+// TestGainedWithoutImportStartsEmpty: a slot that comes to the node with no
+// import (a failed node's slot given to it empty) while it still holds an
+// old copy is cleared before it serves anything of it; a slot that came by
+// an import keeps what the import brought.
+func TestGainedWithoutImportStartsEmpty(t *testing.T) {
+	ctx := context.Background()
+	r := newRecNode(t)
+	old, imported := slots.MustNew(50), slots.MustNew(51)
+	r.m.Set("b", "127.0.0.1:2", old, imported)
+	r.n.checkGained(r.m.Version()) // as Run's ticker would: the map a gain is compared with
+	k := keyIn(old)
+	if err := r.st.Apply(ctx, old, []Mutation{{Key: k, Value: []byte("stale")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.n.ImportSnapshot(ctx, imported, "m1", SnapshotBatch{BatchSeq: 1, Entries: []Entry{{Key: keyIn(imported), Value: []byte("moved")}}, Done: true}); err != nil {
+		t.Fatal(err)
+	}
+	r.m.Set("a", "127.0.0.1:1", old, imported)
+	if err := r.n.CheckRead(k); !errors.Is(err, ErrDropping) {
+		t.Fatalf("read of the old copy: %v, want ErrDropping", err)
+	}
+	waitfor.True(t, 10*time.Second, "old copy cleared", func() bool { return r.empty(old) && !r.n.Dropping(old) })
+	if err := r.n.Write(ctx, k, put(string(k), "new")); err != nil {
+		t.Fatalf("write after the clearing: %v", err)
+	}
+	if r.empty(imported) {
+		t.Fatal("the imported slot was cleared")
+	}
+	if err := r.n.CheckRead(keyIn(imported)); err != nil {
+		t.Fatalf("read of the imported slot: %v", err)
+	}
+}
