@@ -16,10 +16,14 @@ const (
 	LongWindow  = 10 * time.Minute
 )
 
-// sizeEvery is the least time between two passes over the store for slot
-// sizes: a pass reads every key, so it runs at most twice a minute however
-// often Load is called.
-const sizeEvery = 30 * time.Second
+// Size passes read every key, so they are paced by their own cost: the
+// next one waits sizeCost times as long as the last took (at most 5% of a
+// core), and at least sizeMinEvery, at most sizeMaxEvery.
+const (
+	sizeCost     = 20
+	sizeMinEvery = 2 * time.Second
+	sizeMaxEvery = 5 * time.Minute
+)
 
 // SlotSizer is implemented by a Store that can size every slot in one pass
 // (slotkv walks its file once). Without it, Load asks Store.SlotSize for
@@ -34,7 +38,7 @@ type SlotSizer interface {
 type SlotLoad struct {
 	Slot slots.Slot
 	// Keys and Bytes (keys and values) the slot holds, as of the last
-	// size pass (at most 30 s old).
+	// size pass (2 s old for a small store; see Load).
 	Keys, Bytes int64
 	// Reads served and writes (mutations applied) per second, decaying
 	// averages over about ShortWindow (1m) and LongWindow (10m).
@@ -72,10 +76,11 @@ type loadTracker struct {
 	r10, w10   [slots.Count]float32
 	hotAge     float64 // seconds of history the sketch holds, capped by its decay
 
-	sizeMu  sync.Mutex // guards the sizes; held during a size pass
-	sizedAt time.Time
-	keys    [slots.Count]int64
-	bytes   [slots.Count]int64
+	sizeMu   sync.Mutex // guards the sizes; held during a size pass
+	sizedAt  time.Time
+	sizeWait time.Duration // before the next pass, from the last one's cost
+	keys     [slots.Count]int64
+	bytes    [slots.Count]int64
 }
 
 // countRead counts one served read of key in slot s: one atomic add, and
@@ -169,8 +174,9 @@ func weightOfNew(dt, age, window float64) float64 {
 
 // Load returns the node's measured load: every slot this node owns that
 // holds data or sees traffic, and the hottest keys of those slots. Sizes
-// come from the last size pass, renewed when older than 30 s (one pass
-// through SlotSizer, or Store.SlotSize per owned slot). Safe for concurrent
+// come from the last size pass (one pass through SlotSizer, or
+// Store.SlotSize per owned slot), renewed when it is older than twenty
+// times what it took (2 s to 5 min). Safe for concurrent
 // use; it allocates, the request path does not.
 func (n *Node) Load(ctx context.Context) (Load, error) {
 	now := n.cfg.Clock.Now()
@@ -246,15 +252,16 @@ func (n *Node) ownedSlots() (slots.Set, uint64, error) {
 	return owned, version, nil
 }
 
-// refreshSizes renews the slot sizes when the last pass is older than
-// sizeEvery.
+// refreshSizes renews the slot sizes when the last pass is older than its
+// cost allows (sizeCost, sizeMinEvery, sizeMaxEvery).
 func (n *Node) refreshSizes(ctx context.Context, now time.Time, owned *slots.Set) error {
 	t := &n.load
 	t.sizeMu.Lock()
 	defer t.sizeMu.Unlock()
-	if !t.sizedAt.IsZero() && now.Sub(t.sizedAt) < sizeEvery {
+	if !t.sizedAt.IsZero() && now.Sub(t.sizedAt) < t.sizeWait {
 		return nil
 	}
+	start := time.Now() // the pass's real cost, whatever the injected clock says
 	var keys, bytes [slots.Count]int64
 	if sz, ok := n.store.(SlotSizer); ok {
 		err := sz.SlotSizes(ctx, func(s slots.Slot, k, b int64) {
@@ -273,5 +280,6 @@ func (n *Node) refreshSizes(ctx context.Context, now time.Time, owned *slots.Set
 		}
 	}
 	t.keys, t.bytes, t.sizedAt = keys, bytes, now
+	t.sizeWait = min(max(sizeCost*time.Since(start), sizeMinEvery), sizeMaxEvery)
 	return nil
 }

@@ -331,3 +331,50 @@ func TestRequestPathAllocs(t *testing.T) {
 		t.Errorf("Write: %v allocs, want 0", a)
 	}
 }
+
+// TestLoadSizesPaced: a size pass is reused until its pacing allows the
+// next (20 times its cost, at least 2 s, at most 5 min), then renewed.
+func TestLoadSizesPaced(t *testing.T) {
+	ctx := context.Background()
+	clock := newTickClock()
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	st := newMemStore()
+	n, err := New(Config{ID: "a", Store: st, Map: m, StateDir: t.TempDir(), Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	s := slots.MustNew(3)
+	add := func(k string) {
+		if err := st.Apply(ctx, s, []Mutation{{Key: []byte(k), Value: []byte("v")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := func() int64 {
+		l, err := n.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Slots) == 0 {
+			return 0
+		}
+		return l.Slots[0].Keys
+	}
+	add("a")
+	if k := keys(); k != 1 {
+		t.Fatalf("%d keys, want 1", k)
+	}
+	add("b")
+	if k := keys(); k != 1 {
+		t.Fatalf("at once: %d keys, want the last pass's 1", k)
+	}
+	clock.advance(sizeMinEvery - time.Millisecond)
+	if k := keys(); k != 1 {
+		t.Fatalf("before %v: %d keys, want the last pass's 1", sizeMinEvery, k)
+	}
+	clock.advance(sizeMaxEvery)
+	if k := keys(); k != 2 {
+		t.Fatalf("after %v: %d keys, want 2", sizeMaxEvery, k)
+	}
+}
