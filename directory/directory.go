@@ -18,7 +18,7 @@ import (
 
 // SchemaVersion is the newest schema (etcd layout) this code reads and
 // writes. migrations registers the steps that reach it.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Defaults for Config fields left zero.
 const (
@@ -180,6 +180,7 @@ func (d *Directory) read(ctx context.Context) (*state, int64, error) {
 		clientv3.OpGet(d.k.ownersPrefix(), clientv3.WithPrefix()),
 		clientv3.OpGet(d.k.nodesPrefix(), clientv3.WithPrefix()),
 		clientv3.OpGet(d.k.movesPrefix(), clientv3.WithPrefix()),
+		clientv3.OpGet(d.k.runPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	).Commit()
 	if err != nil {
 		return nil, 0, fromEtcd(ctx, "read table", err)
@@ -308,13 +309,20 @@ type mutation struct {
 	chunks  map[int]bool
 	change  Change
 	hasSlot bool
+	// runs are plans whose run key must still exist when the txn applies.
+	runs map[string]bool
+	// extra are writes outside the table in the same txn (move results).
+	extra []clientv3.Op
 }
 
-func (m *mutation) node(id string) { m.nodes[id] = true }
-func (m *mutation) move(s uint16)  { m.moves[s] = true }
-func (m *mutation) chunk(slot int) { m.chunks[slot/chunkSlots] = true }
-func (m *mutation) empty() bool    { return len(m.nodes)+len(m.moves)+len(m.chunks) == 0 }
-func (m *mutation) slot(s uint16)  { m.hasSlot = true; m.change.Slot = slotOf(s) }
+func (m *mutation) node(id string)   { m.nodes[id] = true }
+func (m *mutation) move(s uint16)    { m.moves[s] = true }
+func (m *mutation) chunk(slot int)   { m.chunks[slot/chunkSlots] = true }
+func (m *mutation) needRun(p string) { m.runs[p] = true }
+func (m *mutation) empty() bool {
+	return len(m.nodes)+len(m.moves)+len(m.chunks)+len(m.extra) == 0
+}
+func (m *mutation) slot(s uint16) { m.hasSlot = true; m.change.Slot = slotOf(s) }
 
 // merge adds what o touched to m (the history entry stays with o).
 func (m *mutation) merge(o *mutation) {
@@ -327,10 +335,14 @@ func (m *mutation) merge(o *mutation) {
 	for c := range o.chunks {
 		m.chunks[c] = true
 	}
+	for p := range o.runs {
+		m.runs[p] = true
+	}
+	m.extra = append(m.extra, o.extra...)
 }
 
 func newMutation() *mutation {
-	return &mutation{nodes: map[string]bool{}, moves: map[uint16]bool{}, chunks: map[int]bool{}}
+	return &mutation{nodes: map[string]bool{}, moves: map[uint16]bool{}, chunks: map[int]bool{}, runs: map[string]bool{}}
 }
 
 // updateOpts says how an update treats a lost race.
@@ -398,9 +410,16 @@ func (d *Directory) commit(ctx context.Context, st *state, m *mutation, changes 
 	if limit := uint64(d.cfg.HistoryLimit); v > limit {
 		ops = append(ops, clientv3.OpDelete(d.k.history(0), clientv3.WithRange(d.k.history(v-limit+1))))
 	}
+	ops = append(ops, m.extra...)
 	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(d.k.version()), "=", st.versionRev),
 		clientv3.Compare(clientv3.Value(d.k.schema()), "=", strconv.Itoa(st.schema)),
+	}
+	// A pause or cancel deletes the run key without touching the version:
+	// the begin of a move of that plan must then fail, even in a group.
+	// (Then the group re-reads, and that begin fails on its own.)
+	for p := range m.runs {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(d.k.run(p)), ">", 0))
 	}
 	tctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()

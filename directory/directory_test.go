@@ -279,6 +279,13 @@ func TestMoveLifecycle(t *testing.T) {
 	a := slots.MustNew(ownerSlot(t, snap, "n0"))
 	b := slots.MustNew(ownerSlot(t, snap, "n1"))
 
+	// A move of a plan begins only while the plan runs.
+	if _, err := d.BeginMove(ctx, MoveSpec{Slot: a, From: "n0", To: "n2", PlanID: "p1", Reason: "fill n2", By: "op"}); !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("begin a move of a plan that is not running: %v, want ErrPrecondition", err)
+	}
+	if err := d.CreatePlanRun(ctx, "p1", []byte("plan"), RunStart); err != nil {
+		t.Fatal(err)
+	}
 	mv, err := d.BeginMove(ctx, MoveSpec{Slot: a, From: "n0", To: "n2", PlanID: "p1", Reason: "fill n2", By: "op"})
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,17 @@ import (
 //	P alive/<id>             liveness: attached to the node's etcd lease;
 //	                         value = JSON {since}. Gone when the lease expires.
 //	P throttle               mover throttle in bytes per second, decimal.
-//	P plans/<id>             mover plans, bytes opaque to the directory.
+//	P plans/<id>             mover plans, bytes opaque to the directory;
+//	                         rewritten by compare-and-swap (UpdatePlan).
+//	P run/<id>               exists while plan <id> may begin moves. Every
+//	                         BeginMove of a plan's move compares it (group
+//	                         commits too); Apply and Resume create it and
+//	                         pause, cancel and finish delete it, each in
+//	                         the transaction that stores the plan's state.
+//	P results/<id>/<index>   JSON MoveResult of move <index> (5 digits) of
+//	                         plan <id>: written by the transaction that
+//	                         commits or aborts the move (or records it
+//	                         skipped), so it is never behind the table.
 //	P audit/<kind>/<seq>     the audit log (audit.go): JSON AuditEntry, kind
 //	                         cluster, node or plan, seq = 20-digit unix nanos
 //	                         "-" 10-digit counter. Written in the txn of the
@@ -87,11 +97,20 @@ func (k keys) throttle() string        { return k.p + "throttle" }
 func (k keys) plansPrefix() string     { return k.p + "plans/" }
 func (k keys) plan(id string) string   { return k.p + "plans/" + id }
 func (k keys) lock(name string) string { return k.p + "locks/" + name }
-func (k keys) leaderPrefix() string    { return k.p + "leader/" }
-func (k keys) cluster() string         { return k.p + "cluster" }
-func (k keys) autoPolicy() string      { return k.p + "auto/policy" }
-func (k keys) autoState() string       { return k.p + "auto/state" }
-func (k keys) all() string             { return k.p }
+func (k keys) runPrefix() string       { return k.p + "run/" }
+func (k keys) run(id string) string    { return k.p + "run/" + id }
+func (k keys) resultsPrefix() string   { return k.p + "results/" }
+func (k keys) resultsOf(id string) string {
+	return k.p + "results/" + id + "/"
+}
+func (k keys) result(id string, i int) string {
+	return fmt.Sprintf("%sresults/%s/%05d", k.p, id, i)
+}
+func (k keys) leaderPrefix() string { return k.p + "leader/" }
+func (k keys) cluster() string      { return k.p + "cluster" }
+func (k keys) autoPolicy() string   { return k.p + "auto/policy" }
+func (k keys) autoState() string    { return k.p + "auto/state" }
+func (k keys) all() string          { return k.p }
 
 // auditPrefix and audit name the audit log's keys (audit.go).
 func (k keys) auditPrefix(kind string) string { return k.p + "audit/" + kind + "/" }
@@ -107,6 +126,7 @@ const (
 	kindChunk
 	kindNode
 	kindMove
+	kindRun
 )
 
 // parse classifies a key read from etcd and returns its chunk number, node
@@ -132,6 +152,8 @@ func (k keys) parse(key string) (kind keyKind, chunk int, id string, slot uint16
 			return kindOther, 0, "", 0
 		}
 		return kindMove, 0, "", uint16(n)
+	case strings.HasPrefix(key, k.runPrefix()):
+		return kindRun, 0, key[len(k.runPrefix()):], 0
 	}
 	return kindOther, 0, "", 0
 }

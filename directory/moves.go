@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/slotd/slotd/slots"
 )
 
@@ -35,6 +37,9 @@ func (d *Directory) BeginMove(ctx context.Context, spec MoveSpec) (*Move, error)
 		if err := checkID("plan id", spec.PlanID); err != nil {
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}
+		if spec.Index < 0 || spec.Index >= maxPlanMoves {
+			return nil, fmt.Errorf("%s: %w: move index %d out of range", op, ErrInvalid, spec.Index)
+		}
 	}
 	if err := checkText(spec.Reason, spec.By); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -48,6 +53,12 @@ func (d *Directory) BeginMove(ctx context.Context, spec MoveSpec) (*Move, error)
 				return nil
 			}
 			return fmt.Errorf("%w: slot %d is not stable: move %s (%s -> %s) is in flight", ErrPrecondition, s, cur.MoveID, cur.From, cur.To)
+		}
+		if spec.PlanID != "" {
+			if !st.runs[spec.PlanID] {
+				return fmt.Errorf("%w: plan %s is not running (paused, cancelled or finished): none of its moves may begin", ErrPrecondition, spec.PlanID)
+			}
+			m.needRun(spec.PlanID)
 		}
 		from, ok := st.nodes[spec.From]
 		if !ok {
@@ -69,7 +80,7 @@ func (d *Directory) BeginMove(ctx context.Context, spec MoveSpec) (*Move, error)
 		}
 		now := d.cfg.Now().UTC()
 		mv := &moveRec{
-			Slot: s, From: spec.From, To: spec.To, MoveID: spec.MoveID, PlanID: spec.PlanID,
+			Slot: s, From: spec.From, To: spec.To, MoveID: spec.MoveID, PlanID: spec.PlanID, Index: spec.Index,
 			Phase: PhaseCopy, Reason: spec.Reason, By: spec.By, Started: now, Updated: now,
 		}
 		st.moves[s] = mv
@@ -111,8 +122,18 @@ func (d *Directory) AdvanceMove(ctx context.Context, s slots.Slot, moveID string
 // CommitMove makes the target of the move the owner of slot s and ends the
 // move, in one txn. The move must be in PhaseFenced (the source stopped
 // writes), else ErrPrecondition. ErrNotFound when no move with moveID is in
-// flight for s. It returns the new version.
+// flight for s. It returns the new version. A move of a plan gets its
+// result (done) stored in the same txn; CommitMoveCopied adds what the
+// transfer copied.
 func (d *Directory) CommitMove(ctx context.Context, s slots.Slot, moveID, by string) (uint64, error) {
+	return d.CommitMoveCopied(ctx, s, moveID, by, Copied{})
+}
+
+// Copied is what a transfer applied on the target.
+type Copied struct{ Bytes, Keys int64 }
+
+// CommitMoveCopied is CommitMove recording copied in the plan's result.
+func (d *Directory) CommitMoveCopied(ctx context.Context, s slots.Slot, moveID, by string, copied Copied) (uint64, error) {
 	op := fmt.Sprintf("commit move %s of slot %d", moveID, s.Int())
 	if err := checkText("", by); err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
@@ -131,23 +152,42 @@ func (d *Directory) CommitMove(ctx context.Context, s slots.Slot, moveID, by str
 		m.move(mv.Slot)
 		m.chunk(int(mv.Slot))
 		m.change = moveChange(ChangeMoveCommit, mv, mv.Reason, by)
-		return nil
+		return d.putResult(m, mv, MoveResult{Status: ResultDone, Bytes: copied.Bytes, Keys: copied.Keys})
 	})
 }
 
 // AbortMove ends the move of slot s without changing its owner, at any
 // phase. It returns the new version. ErrNotFound when no move with moveID
-// is in flight for s.
+// is in flight for s. A move of a plan goes back to pending (its result
+// is deleted in the same txn); AbortMoveAs records another outcome.
 func (d *Directory) AbortMove(ctx context.Context, s slots.Slot, moveID, reason, by string) (uint64, error) {
+	return d.AbortMoveAs(ctx, s, moveID, reason, by, "")
+}
+
+// AbortMoveAs is AbortMove storing the move's plan result with status
+// (ResultAborted, ResultFailed) and reason as its error, in the same txn;
+// an empty status leaves the move pending.
+func (d *Directory) AbortMoveAs(ctx context.Context, s slots.Slot, moveID, reason, by, status string) (uint64, error) {
 	op := fmt.Sprintf("abort move %s of slot %d", moveID, s.Int())
 	if err := checkText(reason, by); err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	switch status {
+	case "", ResultAborted, ResultFailed:
+	default:
+		return 0, fmt.Errorf("%s: %w: an abort cannot end as %q", op, ErrInvalid, status)
 	}
 	return d.editMove(ctx, op, s, moveID, func(st *state, mv *moveRec, m *mutation) error {
 		delete(st.moves, mv.Slot)
 		m.move(mv.Slot)
 		m.change = moveChange(ChangeMoveAbort, mv, reason, by)
-		return nil
+		if status == "" {
+			if mv.PlanID != "" {
+				m.extra = append(m.extra, clientv3.OpDelete(d.k.result(mv.PlanID, mv.Index)))
+			}
+			return nil
+		}
+		return d.putResult(m, mv, MoveResult{Status: status, Error: reason})
 	})
 }
 

@@ -2,8 +2,11 @@ package directory
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -11,6 +14,12 @@ import (
 // CreatePlan stores a new plan under id; it fails with ErrConflict when a
 // plan with that id exists already.
 func (d *Directory) CreatePlan(ctx context.Context, id string, data []byte) error {
+	return d.CreatePlanRun(ctx, id, data, RunKeep)
+}
+
+// CreatePlanRun is CreatePlan that also creates the plan's run key (with
+// RunStart) in the same txn: a plan stored applying.
+func (d *Directory) CreatePlanRun(ctx context.Context, id string, data []byte, run Run) error {
 	if err := checkID("plan id", id); err != nil {
 		return fmt.Errorf("create plan: %w", err)
 	}
@@ -26,7 +35,7 @@ func (d *Directory) CreatePlan(ctx context.Context, id string, data []byte) erro
 	key := d.k.plan(id)
 	resp, err := d.cli.Txn(rctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(append([]clientv3.Op{clientv3.OpPut(key, string(data))}, audit...)...).Commit()
+		Then(append(append(d.runOps(id, run), clientv3.OpPut(key, string(data))), audit...)...).Commit()
 	written(err == nil && resp.Succeeded)
 	if err != nil {
 		return fromEtcd(ctx, "create plan "+id, err)
@@ -43,6 +52,16 @@ func (d *Directory) CreatePlan(ctx context.Context, id string, data []byte) erro
 // recording progress while an operator pauses, say). An error from edit
 // stops it and is returned as is. ErrNotFound when there is no such plan.
 func (d *Directory) UpdatePlan(ctx context.Context, id string, edit func(old []byte) ([]byte, error)) error {
+	return d.UpdatePlanRun(ctx, id, func(old []byte) ([]byte, Run, error) {
+		b, err := edit(old)
+		return b, RunKeep, err
+	})
+}
+
+// UpdatePlanRun is UpdatePlan where edit also says what happens to the
+// plan's run key, in the same txn as the new record: Apply and Resume
+// start it, pause, cancel and the end of a plan stop it.
+func (d *Directory) UpdatePlanRun(ctx context.Context, id string, edit func(old []byte) ([]byte, Run, error)) error {
 	if err := checkID("plan id", id); err != nil {
 		return fmt.Errorf("update plan: %w", err)
 	}
@@ -58,7 +77,7 @@ func (d *Directory) UpdatePlan(ctx context.Context, id string, edit func(old []b
 			return fmt.Errorf("update plan: %w: no plan %q", ErrNotFound, id)
 		}
 		kv := resp.Kvs[0]
-		data, err := edit(kv.Value)
+		data, run, err := edit(kv.Value)
 		if err != nil {
 			return err
 		}
@@ -72,7 +91,7 @@ func (d *Directory) UpdatePlan(ctx context.Context, id string, edit func(old []b
 		rctx, cancel = context.WithTimeout(ctx, d.cfg.RequestTimeout)
 		tr, err := d.cli.Txn(rctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
-			Then(append([]clientv3.Op{clientv3.OpPut(key, string(data))}, audit...)...).Commit()
+			Then(append(append(d.runOps(id, run), clientv3.OpPut(key, string(data))), audit...)...).Commit()
 		cancel()
 		written(err == nil && tr.Succeeded)
 		if err != nil {
@@ -223,8 +242,8 @@ func (d *Directory) PlanAt(ctx context.Context, id string) ([]byte, int64, error
 	return resp.Kvs[0].Value, resp.Kvs[0].ModRevision, nil
 }
 
-// DeletePlans removes the plans stored under ids, up to planDeletesPerTxn
-// of them in one etcd transaction (a retention sweep of dozens of old
+// DeletePlans removes the plans stored under ids, with their run keys and
+// move results, up to planDeletesPerTxn of them in one etcd transaction (a retention sweep of dozens of old
 // plans is one round trip, not dozens); deleting a missing plan is not an
 // error. An invalid id deletes nothing.
 func (d *Directory) DeletePlans(ctx context.Context, ids ...string) error {
@@ -235,9 +254,10 @@ func (d *Directory) DeletePlans(ctx context.Context, ids ...string) error {
 	}
 	for len(ids) > 0 {
 		n := min(len(ids), planDeletesPerTxn)
-		ops := make([]clientv3.Op, n)
-		for i, id := range ids[:n] {
-			ops[i] = clientv3.OpDelete(d.k.plan(id))
+		ops := make([]clientv3.Op, 0, 3*n)
+		for _, id := range ids[:n] {
+			ops = append(ops, clientv3.OpDelete(d.k.plan(id)), clientv3.OpDelete(d.k.run(id)),
+				clientv3.OpDelete(d.k.resultsOf(id), clientv3.WithPrefix()))
 		}
 		rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 		_, err := d.cli.Txn(rctx).Then(ops...).Commit()
@@ -250,6 +270,158 @@ func (d *Directory) DeletePlans(ctx context.Context, ids ...string) error {
 	return nil
 }
 
-// planDeletesPerTxn keeps a deletion under etcd's default limit of 128
-// operations per transaction.
-const planDeletesPerTxn = 100
+// planDeletesPerTxn keeps a deletion (three operations a plan) under
+// etcd's default limit of 128 operations per transaction.
+const planDeletesPerTxn = 40
+
+// A plan's run key and move results (keys.go: run/<id>, results/<id>/<i>).
+// The run key says the plan may begin moves; each move's result is written
+// by the transaction that ends the move, so what status, pause, cancel and
+// rollback read is exactly what the table did, never a snapshot taken now
+// and then.
+
+// Move result statuses (MoveResult.Status).
+const (
+	ResultDone    = "done"    // committed: the target owns the slot
+	ResultSkipped = "skipped" // nothing to do when its turn came (Error says why)
+	ResultAborted = "aborted" // aborted for good (the plan was cancelled)
+	ResultFailed  = "failed"  // aborted after a failure (Error says which)
+)
+
+// maxPlanMoves bounds a move's index in its plan (one move per slot).
+const maxPlanMoves = 1 << 14
+
+// MoveResult is the outcome of one move of a plan.
+type MoveResult struct {
+	Index  int    `json:"index"`
+	Slot   int    `json:"slot"`
+	Status string `json:"status"`
+	MoveID string `json:"move_id,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// Bytes and Keys are what the transfer applied on the target.
+	Bytes int64     `json:"bytes,omitempty"`
+	Keys  int64     `json:"keys,omitempty"`
+	At    time.Time `json:"at"`
+}
+
+// putResult adds the result of move mv (of a plan) to m's txn.
+func (d *Directory) putResult(m *mutation, mv *moveRec, r MoveResult) error {
+	if mv.PlanID == "" {
+		return nil
+	}
+	r.Index, r.Slot, r.MoveID, r.At = mv.Index, int(mv.Slot), mv.MoveID, d.cfg.Now().UTC()
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	m.extra = append(m.extra, clientv3.OpPut(d.k.result(mv.PlanID, mv.Index), string(b)))
+	return nil
+}
+
+// RecordResult stores r as the result of move r.Index of plan planID, for
+// outcomes no move transaction writes (a skipped move). It does not
+// change the table.
+func (d *Directory) RecordResult(ctx context.Context, planID string, r MoveResult) error {
+	if err := checkID("plan id", planID); err != nil {
+		return fmt.Errorf("record result: %w", err)
+	}
+	if r.Index < 0 || r.Index >= maxPlanMoves {
+		return fmt.Errorf("record result: %w: move index %d out of range", ErrInvalid, r.Index)
+	}
+	if r.At.IsZero() {
+		r.At = d.cfg.Now().UTC()
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("record result: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	_, err = d.cli.Put(rctx, d.k.result(planID, r.Index), string(b))
+	return fromEtcd(ctx, "record result of "+planID, err)
+}
+
+// PlanResults returns the stored results of plan id's moves by index; a
+// move without one is pending (or in flight).
+func (d *Directory) PlanResults(ctx context.Context, id string) (map[int]MoveResult, error) {
+	if err := checkID("plan id", id); err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := d.cli.Get(rctx, d.k.resultsOf(id), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fromEtcd(ctx, "read results of "+id, err)
+	}
+	out := make(map[int]MoveResult, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var r MoveResult
+		if err := json.Unmarshal(kv.Value, &r); err != nil {
+			return nil, fmt.Errorf("directory: result %s: %w", kv.Key, err)
+		}
+		out[r.Index] = r
+	}
+	return out, nil
+}
+
+// Running reports whether plan id's run key exists.
+func (d *Directory) Running(ctx context.Context, id string) (bool, error) {
+	if err := checkID("plan id", id); err != nil {
+		return false, fmt.Errorf("read run key: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := d.cli.Get(rctx, d.k.run(id), clientv3.WithCountOnly())
+	if err != nil {
+		return false, fromEtcd(ctx, "read run key of "+id, err)
+	}
+	return resp.Count > 0, nil
+}
+
+// Run says what a plan write does to the plan's run key.
+type Run int
+
+// Run key changes.
+const (
+	RunKeep  Run = iota // leave it
+	RunStart            // create it: the plan may begin moves
+	RunStop             // delete it: no move of the plan may begin
+)
+
+func (d *Directory) runOps(id string, r Run) []clientv3.Op {
+	switch r {
+	case RunStart:
+		return []clientv3.Op{clientv3.OpPut(d.k.run(id), "")}
+	case RunStop:
+		return []clientv3.Op{clientv3.OpDelete(d.k.run(id))}
+	}
+	return nil
+}
+
+// AllResults returns the stored move results of every plan, by plan id and
+// index, in one read.
+func (d *Directory) AllResults(ctx context.Context) (map[string]map[int]MoveResult, error) {
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	pre := d.k.resultsPrefix()
+	resp, err := d.cli.Get(rctx, pre, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fromEtcd(ctx, "read results", err)
+	}
+	out := map[string]map[int]MoveResult{}
+	for _, kv := range resp.Kvs {
+		id, _, ok := strings.Cut(string(kv.Key[len(pre):]), "/")
+		if !ok {
+			continue
+		}
+		var r MoveResult
+		if err := json.Unmarshal(kv.Value, &r); err != nil {
+			return nil, fmt.Errorf("directory: result %s: %w", kv.Key, err)
+		}
+		if out[id] == nil {
+			out[id] = map[int]MoveResult{}
+		}
+		out[id][r.Index] = r
+	}
+	return out, nil
+}

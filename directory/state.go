@@ -47,12 +47,14 @@ func (n *nodeRec) node() Node {
 
 // moveRec is a move as stored under moves/<slot>.
 type moveRec struct {
-	Slot    uint16    `json:"slot"`
-	From    string    `json:"from"`
-	To      string    `json:"to"`
-	MoveID  string    `json:"move_id"`
-	PlanID  string    `json:"plan_id,omitempty"`
-	Phase   Phase     `json:"phase"`
+	Slot   uint16 `json:"slot"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	MoveID string `json:"move_id"`
+	PlanID string `json:"plan_id,omitempty"`
+	Phase  Phase  `json:"phase"`
+	// Index is the move's place in its plan (with PlanID).
+	Index   int       `json:"index,omitempty"`
 	Reason  string    `json:"reason,omitempty"`
 	By      string    `json:"by,omitempty"`
 	Started time.Time `json:"started"`
@@ -62,7 +64,18 @@ type moveRec struct {
 func (m *moveRec) move() Move {
 	return Move{
 		Slot: slots.MustNew(int(m.Slot)), From: m.From, To: m.To, MoveID: m.MoveID, PlanID: m.PlanID,
-		Phase: m.Phase, Reason: m.Reason, By: m.By, Started: m.Started, Updated: m.Updated,
+		Index: m.Index, Phase: m.Phase, Reason: m.Reason, By: m.By, Started: m.Started, Updated: m.Updated,
+	}
+}
+
+// legacyIndex fills Index for a move begun by a mover of schema 1, which
+// stored no index but named its moves "<plan id>.<index>".
+func (m *moveRec) legacyIndex() {
+	if m.Index != 0 || m.PlanID == "" || !strings.HasPrefix(m.MoveID, m.PlanID+".") {
+		return
+	}
+	if i, err := strconv.Atoi(m.MoveID[len(m.PlanID)+1:]); err == nil && i >= 0 {
+		m.Index = i
 	}
 }
 
@@ -121,10 +134,12 @@ type state struct {
 	owners     [slots.Count]uint16
 	nodes      map[string]*nodeRec
 	moves      map[uint16]*moveRec
+	// runs holds the plans whose run key exists (BeginMove checks it).
+	runs map[string]bool
 }
 
 func newState() *state {
-	st := &state{nodes: map[string]*nodeRec{}, moves: map[uint16]*moveRec{}}
+	st := &state{nodes: map[string]*nodeRec{}, moves: map[uint16]*moveRec{}, runs: map[string]bool{}}
 	for i := range st.owners {
 		st.owners[i] = noOwner
 	}
@@ -176,7 +191,10 @@ func (st *state) apply(k keys, kv *mvccpb.KeyValue) error {
 		if err := json.Unmarshal(kv.Value, &m); err != nil {
 			return fmt.Errorf("move of slot %d: %w", slot, err)
 		}
+		m.legacyIndex()
 		st.moves[slot] = &m
+	case kindRun:
+		st.runs[id] = true
 	}
 	return nil
 }
@@ -198,6 +216,8 @@ func (st *state) remove(k keys, key string) {
 		delete(st.nodes, id)
 	case kindMove:
 		delete(st.moves, slot)
+	case kindRun:
+		delete(st.runs, id)
 	}
 }
 

@@ -65,6 +65,7 @@ type Move struct {
 	To      string
 	MoveID  string
 	PlanID  string // empty for a move outside a plan
+	Index   int    // the move's place in its plan (with PlanID)
 	Phase   Phase
 	Reason  string // human-readable, shown by the CLI and kept in history
 	By      string // operator or component that asked
@@ -81,7 +82,11 @@ type MoveSpec struct {
 	To string
 	// MoveID names the move; empty means generate one.
 	MoveID string
+	// PlanID, when set, names the plan the move belongs to: the move
+	// begins only while the plan's run key exists (the plan is applying),
+	// and its result is stored as move Index of that plan.
 	PlanID string
+	Index  int
 	Reason string
 	By     string
 	// ExpectVersion, when non-zero, makes BeginMove fail with ErrConflict

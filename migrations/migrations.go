@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/mover"
 )
 
 // ErrSchemaTooNew is directory.ErrSchemaTooNew: etcd holds a schema newer
@@ -75,6 +76,11 @@ func defaultSteps() []Migration {
 			Up: func(ctx context.Context, d *directory.Directory) error {
 				return d.InitLayout(ctx)
 			},
+		},
+		{
+			Version: 2,
+			Name:    "plan results and run keys",
+			Up:      mover.UpgradeResults,
 		},
 	}
 }

@@ -196,7 +196,7 @@ func (c *cluster) startExecutorWith(name string, mod func(*ExecutorConfig)) (e *
 	c.t.Helper()
 	cfg := ExecutorConfig{
 		Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: name,
-		Logger: testLogger(), SessionTTL: 2, Backoff: 20 * time.Millisecond, ProgressInterval: 100 * time.Millisecond,
+		Logger: testLogger(), SessionTTL: 2, Backoff: 20 * time.Millisecond,
 		DisableLiveness: true, // the test nodes send no heartbeats
 		Verify:          true,
 	}

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,9 +44,6 @@ type ExecutorConfig struct {
 	// It costs a scan of the slot on both nodes and lengthens the write
 	// pause, so it is off by default; every key's slot is always checked.
 	Verify bool
-	// ProgressInterval bounds how often plan progress is written to etcd.
-	// Default 500ms.
-	ProgressInterval time.Duration
 	// Backoff is the first retry delay (doubling, jittered, capped at 5s).
 	// Default 100ms.
 	Backoff time.Duration
@@ -104,11 +99,11 @@ type Executor struct {
 	selfWrites map[string]int
 
 	// Owned by the plan loop goroutine, and by the moves in flight under
-	// recMu:
-	recMu     sync.Mutex
-	plans     []*Plan                 // last read plan records, updated in memory
-	pending   map[string]map[int]done // move results not yet written, by plan
-	lastFlush time.Time
+	// recMu: the plan records with their results as last read, and the
+	// results of this leader's own moves since (the directory has them
+	// too: each was written by the transaction that ended the move).
+	recMu sync.Mutex
+	plans []*Plan
 
 	mu       sync.Mutex               // guards inflight, cleanups and attempts
 	inflight map[string]*MoveProgress // by move id
@@ -116,13 +111,6 @@ type Executor struct {
 	attempts map[string]int // failed tries by move id
 
 	wake chan struct{} // plans or throttle changed
-}
-
-// done is a move's result waiting to be written to its plan record.
-type done struct {
-	status MoveStatus
-	msg    string
-	at     time.Time
 }
 
 // cleanup is store-side work left after a move: dropping a handed-off or
@@ -154,9 +142,6 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 	if cfg.MoveAttempts == 0 {
 		cfg.MoveAttempts = 5
 	}
-	if cfg.ProgressInterval == 0 {
-		cfg.ProgressInterval = 500 * time.Millisecond
-	}
 	if cfg.Backoff == 0 {
 		cfg.Backoff = 100 * time.Millisecond
 	}
@@ -167,7 +152,7 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 		return nil, fmt.Errorf("%w: parallelism %d is not in 1-%d", ErrInvalid, cfg.Parallelism, MaxParallelism)
 	}
 	e := &Executor{cfg: cfg, dir: cfg.Directory, ctl: cfg.Control, lg: cfg.Logger.With("mover", cfg.Name),
-		m: newMetrics(cfg.Registerer), wake: make(chan struct{}, 1), pending: map[string]map[int]done{}, attempts: map[string]int{}, inflight: map[string]*MoveProgress{}}
+		m: newMetrics(cfg.Registerer), wake: make(chan struct{}, 1), attempts: map[string]int{}, inflight: map[string]*MoveProgress{}}
 	e.throttle.Store(-1)
 	e.plansDirty.Store(true)
 	e.stale, e.selfWrites = map[string]bool{}, map[string]int{}
@@ -305,9 +290,6 @@ func ignoreCanceled(err error) error {
 // own writes are already in its cached records: re-reading a plan of
 // thousands of moves after each of them would cost more than the moves.
 func (e *Executor) planChanged(id string) {
-	if isProgressID(id) {
-		return // written by the leader alone
-	}
 	e.staleMu.Lock()
 	if e.selfWrites[id] > 0 {
 		e.selfWrites[id]--
@@ -467,13 +449,7 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 		if p, ok := byID[mv.PlanID]; ok && p.State == StateApplying {
 			continue
 		}
-		if err := e.settle(ctx, snap, mv, byID[mv.PlanID]); err != nil {
-			return false, err
-		}
-		return true, e.flush(ctx, true)
-	}
-	if err := e.flush(ctx, false); err != nil {
-		return false, err
+		return true, e.settle(ctx, snap, mv, byID[mv.PlanID])
 	}
 	if active == nil {
 		e.m.bytesRemaining.Set(0)
@@ -569,9 +545,6 @@ func (e *Executor) refreshPlans(ctx context.Context) error {
 			e.plansDirty.Store(true)
 			return err
 		}
-		for _, p := range plans {
-			e.applyPending(p)
-		}
 		e.plans = plans
 		return nil
 	}
@@ -594,7 +567,6 @@ func (e *Executor) refreshPlans(ctx context.Context) error {
 			e.staleMu.Unlock()
 			return err
 		}
-		e.applyPending(p)
 		if i := slices.IndexFunc(e.plans, func(q *Plan) bool { return q.ID == id }); i >= 0 {
 			e.plans[i] = p
 		} else {
@@ -605,20 +577,16 @@ func (e *Executor) refreshPlans(ctx context.Context) error {
 	return nil
 }
 
-func (e *Executor) applyPending(p *Plan) {
-	for i, d := range e.pending[p.ID] {
-		if i < len(p.Moves) {
-			p.Moves[i].Status, p.Moves[i].Error = d.status, d.msg
-		}
-	}
-}
-
 // finish marks an applying plan with nothing left as done.
 func (e *Executor) finish(ctx context.Context, p *Plan) error {
-	err := e.writePlan(ctx, p.ID, func(q *Plan) {
-		if q.State == StateApplying && q.next() < 0 {
-			q.State = StateDone
+	err := e.setState(ctx, p, func(q *Plan) directory.Run {
+		// Nothing is left to run: p's results are this leader's, read
+		// from the directory at the start of its term and kept since.
+		if q.State != StateApplying {
+			return directory.RunKeep
 		}
+		q.State = StateDone
+		return directory.RunStop
 	})
 	if err == nil {
 		pr := p.Progress()
@@ -638,7 +606,8 @@ func (e *Executor) settle(ctx context.Context, snap *directory.Snapshot, mv dire
 		res, err := e.transfer(ctx, mv, src, dst, StepFenced)
 		if err == nil {
 			e.committed(ctx, mv, src, res)
-			return e.recordMove(ctx, p, mv.MoveID, MoveDone, "")
+			e.recordMove(p, mv.Index, MoveDone, "", res.Bytes)
+			return nil
 		}
 		if Retryable(err) {
 			return err
@@ -649,14 +618,15 @@ func (e *Executor) settle(ctx context.Context, snap *directory.Snapshot, mv dire
 	if p == nil {
 		reason = "move outside any applying plan"
 	}
-	if err := e.abort(ctx, mv, src, dst, reason); err != nil {
-		return err
-	}
 	status := MovePending
 	if p != nil && p.State == StateCancelled {
 		status = MoveAborted
 	}
-	return e.recordMove(ctx, p, mv.MoveID, status, "aborted: "+reason)
+	if err := e.abort(ctx, mv, src, dst, reason, status); err != nil {
+		return err
+	}
+	e.recordMove(p, mv.Index, status, "aborted: "+reason, 0)
+	return nil
 }
 
 // endpoints returns the Store clients of a move's source and target.
@@ -693,7 +663,7 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 	if err != nil {
 		return e.pausePlan(ctx, p, fmt.Sprintf("move %d: %v", i, err))
 	}
-	moveID := fmt.Sprintf("%s.%d", p.ID, i)
+	moveID := moveID(p.ID, i)
 	// check decides on a table: skip the move, refuse it (a reason to
 	// pause), or go ahead.
 	check := func(snap *directory.Snapshot) (skip bool, refuse string) {
@@ -731,8 +701,7 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 		}
 	}
 	if skip {
-		e.m.moves.WithLabelValues("skipped").Inc()
-		return e.recordMove(ctx, p, moveID, MoveDone, "")
+		return e.skipped(ctx, p, i, slot, fmt.Sprintf("slot %d was on %s already", pm.Slot, pm.To))
 	}
 	mv, inFlight := snap.Move(slot)
 	src, dst, err := e.endpoints(snap, pm.From, pm.To)
@@ -743,9 +712,17 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 	fresh := false
 	if !inFlight {
 		m, err := e.dir.BeginMove(ctx, directory.MoveSpec{
-			Slot: slot, From: pm.From, To: pm.To, MoveID: moveID, PlanID: p.ID, Reason: pm.Reason, By: "mover/" + e.cfg.Name,
+			Slot: slot, From: pm.From, To: pm.To, MoveID: moveID, PlanID: p.ID, Index: i, Reason: pm.Reason, By: "mover/" + e.cfg.Name,
 		})
 		if err != nil {
+			if errors.Is(err, directory.ErrPrecondition) {
+				// Paused or cancelled since the plan was read: its run key
+				// is gone, and the guard will see the new state.
+				if running, rerr := e.dir.Running(ctx, p.ID); rerr == nil && !running {
+					g.halted.Store(true)
+					return nil
+				}
+			}
 			if errors.Is(err, directory.ErrPrecondition) || errors.Is(err, directory.ErrNotFound) || errors.Is(err, directory.ErrInvalid) {
 				// The watched table may lag etcd: decide on a fresh read.
 				fresh, ferr := e.dir.Snapshot(ctx)
@@ -753,8 +730,7 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 					return ferr
 				}
 				if _, busy := fresh.Move(slot); !busy && fresh.Owner(slot) == pm.To {
-					e.m.moves.WithLabelValues("skipped").Inc()
-					return e.recordMove(ctx, p, moveID, MoveDone, "")
+					return e.skipped(ctx, p, i, slot, fmt.Sprintf("slot %d was on %s already", pm.Slot, pm.To))
 				}
 				return e.pausePlan(ctx, p, fmt.Sprintf("cannot begin move of slot %d: %v", pm.Slot, err))
 			}
@@ -778,7 +754,8 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 	unguard()
 	if err == nil {
 		e.committed(ctx, mv, src, res)
-		return e.recordMove(ctx, p, moveID, MoveDone, "")
+		e.recordMove(p, i, MoveDone, "", res.Bytes)
+		return nil
 	}
 	if ctx.Err() != nil {
 		return nil // leadership lost: the next leader resumes from the recorded phase
@@ -790,10 +767,11 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 		if gerr == nil && cur.State == StateCancelled {
 			status = MoveAborted
 		}
-		if err := e.abort(ctx, mv, src, dst, "plan paused or cancelled"); err != nil {
+		if err := e.abort(ctx, mv, src, dst, "plan paused or cancelled", status); err != nil {
 			return err
 		}
-		return e.recordMove(ctx, p, moveID, status, "")
+		e.recordMove(p, i, status, "", 0)
+		return nil
 	}
 	attempts := e.bumpAttempts(moveID)
 	if Retryable(err) && attempts < e.cfg.MoveAttempts {
@@ -803,13 +781,11 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 	}
 	e.clearAttempts(moveID)
 	e.lg.Error("move failed; aborting and pausing the plan", "slot", pm.Slot, "move", moveID, "err", err)
-	if aerr := e.abort(ctx, mv, src, dst, err.Error()); aerr != nil {
+	if aerr := e.abort(ctx, mv, src, dst, err.Error(), MoveFailed); aerr != nil {
 		return aerr
 	}
 	reason := fmt.Sprintf("move of slot %d (%s -> %s) failed and was aborted: %v; fix it and slotctl resume, or cancel", pm.Slot, pm.From, pm.To, err)
-	if rerr := e.recordMove(ctx, p, moveID, MovePending, err.Error()); rerr != nil {
-		return rerr
-	}
+	e.recordMove(p, i, MoveFailed, err.Error(), 0)
 	return e.pausePlan(ctx, p, reason)
 }
 
@@ -971,8 +947,8 @@ func (j *journal) Fencing(ctx context.Context) error {
 	return err
 }
 
-func (j *journal) Commit(ctx context.Context) (uint64, error) {
-	v, err := j.e.dir.CommitMove(ctx, j.mv.Slot, j.mv.MoveID, "mover/"+j.e.cfg.Name)
+func (j *journal) Commit(ctx context.Context, res Result) (uint64, error) {
+	v, err := j.e.dir.CommitMoveCopied(ctx, j.mv.Slot, j.mv.MoveID, "mover/"+j.e.cfg.Name, directory.Copied{Bytes: res.Bytes, Keys: res.Keys})
 	j.committedAt = time.Now()
 	return v, err
 }
@@ -994,7 +970,7 @@ func (e *Executor) committed(ctx context.Context, mv directory.Move, src storeEn
 // unfenced first, so abort retries until it answers (or leadership ends):
 // recording the abort while the source stays fenced would leave the slot
 // without a writer.
-func (e *Executor) abort(ctx context.Context, mv directory.Move, src, dst storeEnd, reason string) error {
+func (e *Executor) abort(ctx context.Context, mv directory.Move, src, dst storeEnd, reason string, status MoveStatus) error {
 	cur, err := e.dir.Snapshot(ctx)
 	if err != nil {
 		return err
@@ -1027,7 +1003,10 @@ func (e *Executor) abort(ctx context.Context, mv directory.Move, src, dst storeE
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
-	if _, err := e.dir.AbortMove(ctx, mv.Slot, mv.MoveID, reason, "mover/"+e.cfg.Name); err != nil && !errors.Is(err, directory.ErrNotFound) {
+	if status == MovePending {
+		status = "" // back to pending: no result
+	}
+	if _, err := e.dir.AbortMoveAs(ctx, mv.Slot, mv.MoveID, reason, "mover/"+e.cfg.Name, string(status)); err != nil && !errors.Is(err, directory.ErrNotFound) {
 		return err
 	}
 	e.m.moves.WithLabelValues("aborted").Inc()
@@ -1149,110 +1128,63 @@ func (e *Executor) runCleanup(ctx context.Context, c cleanup) error {
 	return err
 }
 
-// recordMove notes one move's result in the cached plan, and writes the
-// plan record when ProgressInterval has passed since the last write: a
-// plan of thousands of small moves must not rewrite its record each time.
-// A result lost with a crash is found again: the next leader sees the slot
-// owned by the target and marks the move done.
-func (e *Executor) recordMove(ctx context.Context, p *Plan, moveID string, st MoveStatus, msg string) error {
-	if p == nil {
-		return nil
+// recordMove notes one move's result in the cached plan, for the
+// scheduler. The directory has it already: the transaction that committed
+// or aborted the move wrote it.
+func (e *Executor) recordMove(p *Plan, i int, st MoveStatus, msg string, copied int64) {
+	if p == nil || i < 0 || i >= len(p.Moves) {
+		return
 	}
 	e.recMu.Lock()
 	defer e.recMu.Unlock()
-	// Move ids are "<plan id>.<index>" (runMove names them).
-	i, err := strconv.Atoi(strings.TrimPrefix(moveID, p.ID+"."))
-	if err != nil || i < 0 || i >= len(p.Moves) || !strings.HasPrefix(moveID, p.ID+".") {
-		return nil
-	}
-	d := done{status: st, msg: msg, at: time.Now().UTC()}
-	p.Moves[i].Status, p.Moves[i].Error = st, msg
-	if e.pending[p.ID] == nil {
-		e.pending[p.ID] = map[int]done{}
-	}
-	e.pending[p.ID][i] = d
-	return e.flush(ctx, false)
+	m := &p.Moves[i]
+	m.Status, m.Error, m.Copied, m.Finished = st, msg, copied, time.Now().UTC()
 }
 
-// flush writes pending move results if due (or now, with force).
-func (e *Executor) flush(ctx context.Context, force bool) error {
-	if len(e.pending) == 0 || (!force && time.Since(e.lastFlush) < e.cfg.ProgressInterval) {
-		return nil
+// skipped records move i of p as skipped, with why: no transaction of a
+// move writes that.
+func (e *Executor) skipped(ctx context.Context, p *Plan, i int, slot slots.Slot, why string) error {
+	err := e.dir.RecordResult(ctx, p.ID, directory.MoveResult{Index: i, Slot: slot.Int(), Status: directory.ResultSkipped, Error: why})
+	if err != nil {
+		return err
 	}
-	for id := range e.pending {
-		if err := e.writePlan(ctx, id, nil); err != nil {
-			return err
-		}
-	}
+	e.m.moves.WithLabelValues("skipped").Inc()
+	e.recordMove(p, i, MoveSkipped, why, 0)
 	return nil
 }
 
-// writePlan stores the pending results of plan id: in its small progress
-// record alone when edit is nil, else in the plan record too, together
-// with edit, by compare-and-swap.
-func (e *Executor) writePlan(ctx context.Context, id string, edit func(*Plan)) error {
-	var cached *Plan
-	for _, p := range e.plans {
-		if p.ID == id {
-			cached = p
-		}
-	}
-	if cached == nil {
-		var err error
-		if cached, err = e.ctl.Get(ctx, id); err != nil {
-			return err
-		}
-		e.applyPending(cached)
-	}
-	pend := e.pending[id]
-	for i, d := range pend {
-		if i < len(cached.Moves) && (d.status == MoveDone || d.status == MoveAborted) {
-			cached.Moves[i].Finished = d.at
-			cached.Moves[i].MoveID = fmt.Sprintf("%s.%d", id, i)
-		}
-	}
-	if err := e.ctl.writeProgress(ctx, cached); err != nil {
+// setState rewrites plan p's record with edit, which also says what
+// becomes of its run key, and keeps the cached p in step.
+func (e *Executor) setState(ctx context.Context, p *Plan, edit func(q *Plan) directory.Run) error {
+	e.staleMu.Lock()
+	e.selfWrites[p.ID]++
+	e.staleMu.Unlock()
+	err := e.ctl.updateRun(ctx, p.ID, func(q *Plan) (directory.Run, error) { return edit(q), nil })
+	if err != nil {
+		// The write may not have happened: read the plan again.
+		e.staleMu.Lock()
+		e.selfWrites[p.ID] = 0
+		e.stale[p.ID] = true
+		e.staleMu.Unlock()
 		return err
 	}
-	if edit != nil {
-		e.staleMu.Lock()
-		e.selfWrites[id]++
-		e.staleMu.Unlock()
-		err := e.ctl.update(ctx, id, func(q *Plan) error {
-			for i, d := range pend {
-				if i < len(q.Moves) {
-					q.Moves[i].Status, q.Moves[i].Error = d.status, d.msg
-					q.Moves[i].Finished, q.Moves[i].MoveID = cached.Moves[i].Finished, cached.Moves[i].MoveID
-				}
-			}
-			edit(q)
-			return nil
-		})
-		if err != nil {
-			// The write may not have happened: read the plan again.
-			e.staleMu.Lock()
-			e.selfWrites[id] = 0
-			e.stale[id] = true
-			e.staleMu.Unlock()
-			return err
-		}
-		// Keep the cached record in step until the watch brings the new one.
-		edit(cached)
-	}
-	delete(e.pending, id)
-	e.lastFlush = time.Now()
+	e.recMu.Lock()
+	defer e.recMu.Unlock()
+	q := p.clone()
+	edit(q)
+	p.State, p.Error = q.State, q.Error
 	return nil
 }
 
 // pausePlan pauses an applying plan on its own, saying why.
 func (e *Executor) pausePlan(ctx context.Context, p *Plan, reason string) error {
 	e.lg.Warn("pausing plan", "plan", p.ID, "reason", reason)
-	e.recMu.Lock()
-	defer e.recMu.Unlock()
-	return e.writePlan(ctx, p.ID, func(q *Plan) {
-		if q.State == StateApplying {
-			q.State, q.Error = StatePaused, reason
+	return e.setState(ctx, p, func(q *Plan) directory.Run {
+		if q.State != StateApplying {
+			return directory.RunKeep
 		}
+		q.State, q.Error = StatePaused, reason
+		return directory.RunStop
 	})
 }
 

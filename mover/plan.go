@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/mover/planner"
 )
 
@@ -45,13 +46,21 @@ type MoveStatus string
 // Move statuses.
 const (
 	MovePending MoveStatus = "pending"
-	MoveDone    MoveStatus = "done"
-	// MoveSkipped: the slot already had the target as owner when its turn
-	// came (a previous leader committed it and died before recording it).
-	MoveSkipped MoveStatus = "skipped"
-	// MoveAborted: the move failed and was undone; the source kept the slot.
-	MoveAborted MoveStatus = "aborted"
+	MoveDone    MoveStatus = directory.ResultDone
+	// MoveSkipped: nothing to do when its turn came (the slot had the
+	// target as owner already); Error says why. Nothing was copied.
+	MoveSkipped MoveStatus = directory.ResultSkipped
+	// MoveAborted: the move was undone for good (its plan was cancelled);
+	// the source kept the slot.
+	MoveAborted MoveStatus = directory.ResultAborted
+	// MoveFailed: the move failed and was undone; the source kept the slot
+	// and Error says why. Resuming the plan tries it again.
+	MoveFailed MoveStatus = directory.ResultFailed
 )
+
+// runnable reports whether a move with this status is still to run: one
+// that failed runs again when its plan is resumed.
+func (s MoveStatus) runnable() bool { return s == MovePending || s == "" || s == MoveFailed }
 
 // NodeSpec is a node a plan adds.
 type NodeSpec struct {
@@ -74,16 +83,18 @@ func (e Edits) Empty() bool { return len(e.Add) == 0 && len(e.Drain) == 0 && len
 
 // PlannedMove is one single-slot move of a plan and how it went.
 type PlannedMove struct {
-	Slot     int        `json:"slot"`
-	From     string     `json:"from"`
-	To       string     `json:"to"`
-	Bytes    int64      `json:"bytes"`
-	Reason   string     `json:"reason"`
-	Status   MoveStatus `json:"status"`
-	MoveID   string     `json:"move_id,omitempty"`
-	Error    string     `json:"error,omitempty"`
-	Started  time.Time  `json:"started,omitzero"`
-	Finished time.Time  `json:"finished,omitzero"`
+	Slot   int        `json:"slot"`
+	From   string     `json:"from"`
+	To     string     `json:"to"`
+	Bytes  int64      `json:"bytes"` // estimated before the move
+	Reason string     `json:"reason"`
+	Status MoveStatus `json:"status"`
+	MoveID string     `json:"move_id,omitempty"`
+	Error  string     `json:"error,omitempty"`
+	// Copied is what the transfer applied on the target (done moves).
+	Copied   int64     `json:"copied,omitempty"`
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
 }
 
 // Plan is a plan as stored in the directory and shown to operators. Its
@@ -141,10 +152,12 @@ func (p *Plan) clone() *Plan {
 	return &q
 }
 
-// Progress counts the moves and bytes of a plan by status.
+// Progress counts the moves and bytes of a plan by status. Bytes and
+// BytesDone are the planner's estimates (of all moves, of the done ones);
+// BytesCopied is what the done moves' transfers copied.
 type Progress struct {
-	Moves, Done, Skipped, Aborted, Pending int
-	Bytes, BytesDone                       int64
+	Moves, Done, Skipped, Aborted, Failed, Pending int
+	Bytes, BytesDone, BytesCopied                  int64
 }
 
 // Progress returns the plan's counts.
@@ -157,10 +170,13 @@ func (p *Plan) Progress() Progress {
 		case MoveDone:
 			pr.Done++
 			pr.BytesDone += m.Bytes
+			pr.BytesCopied += m.Copied
 		case MoveSkipped:
 			pr.Skipped++
 		case MoveAborted:
 			pr.Aborted++
+		case MoveFailed:
+			pr.Failed++
 		default:
 			pr.Pending++
 		}
@@ -183,7 +199,7 @@ func (p *Plan) nextN(n int) []int {
 		if len(out) == n {
 			break
 		}
-		if m.Status == MovePending || m.Status == "" {
+		if m.Status.runnable() {
 			out = append(out, i)
 		}
 	}

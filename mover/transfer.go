@@ -36,9 +36,10 @@ type Journal interface {
 	// Fencing records, before the source is fenced, that it may be: from
 	// here a new leader must either finish the move or unfence the source.
 	Fencing(ctx context.Context) error
-	// Commit names the target as the slot's owner and returns the new
-	// directory version.
-	Commit(ctx context.Context) (uint64, error)
+	// Commit names the target as the slot's owner, recording what res
+	// copied in the same transaction, and returns the new directory
+	// version.
+	Commit(ctx context.Context, res Result) (uint64, error)
 }
 
 // Step names where a transfer starts: a fresh move, or a move a previous
@@ -150,7 +151,7 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 			return res, err
 		}
 	}
-	v, err := t.Journal.Commit(ctx)
+	v, err := t.Journal.Commit(ctx, res)
 	if err != nil {
 		return res, fmt.Errorf("commit: %w", err)
 	}

@@ -70,7 +70,7 @@ func newStack(t *testing.T) *stack {
 	pool := mover.NewStorePool(mover.PoolConfig{})
 	t.Cleanup(func() { pool.Close() })
 	exe, err := mover.NewExecutor(mover.ExecutorConfig{Directory: d, Control: ctl, Etcd: e.NewClient(t), Stores: pool,
-		Name: "m1", Backoff: 20 * time.Millisecond, ProgressInterval: 50 * time.Millisecond})
+		Name: "m1", Backoff: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func startSlotd(t *testing.T, withMover bool, edits ...func(*server.Config)) *te
 	s := slotdtest.Start(t, append([]func(*server.Config){func(c *server.Config) {
 		c.DisableMover = !withMover
 		c.TuneMover = func(ec *mover.ExecutorConfig) {
-			ec.Backoff, ec.ProgressInterval, ec.DisableLiveness = 20*time.Millisecond, 50*time.Millisecond, true
+			ec.Backoff, ec.DisableLiveness = 20*time.Millisecond, true
 		}
 	}}, edits...)...)
 	return &testSlotd{addr: s.Addr()}

@@ -1,0 +1,344 @@
+package mover
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+
+	"github.com/slotd/slotd/directory"
+)
+
+// Plan storage: plan records through the directory's plan API
+// (directory/planstore.go), their decoded cache, retention, and the move
+// results that the directory writes in the transaction ending each move.
+// A plan read here shows exactly what the table did.
+
+// maxPlanID is the longest plan id the directory accepts.
+const maxPlanID = 64
+
+// boundID returns id when it fits in a plan id, else its first part and a
+// hash of the rest: plan ids must not grow with node-id length (a move to
+// a 64-character node id, a rollback of a rollback).
+func boundID(id string) string {
+	if len(id) <= maxPlanID {
+		return id
+	}
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	sum := fmt.Sprintf("%016x", h.Sum64())
+	return id[:maxPlanID-len(sum)-1] + "-" + sum
+}
+
+// moveID names move i of plan id: "<plan id>.<i>", hashed when too long.
+// It is stable, so a retried BeginMove finds its own first attempt.
+func moveID(planID string, i int) string {
+	return boundID(fmt.Sprintf("%s.%d", planID, i))
+}
+
+// mergeResults applies the directory's move results to p's moves.
+func mergeResults(p *Plan, res map[int]directory.MoveResult) {
+	for i, r := range res {
+		if i < 0 || i >= len(p.Moves) {
+			continue
+		}
+		m := &p.Moves[i]
+		m.Status, m.Error, m.MoveID, m.Finished = MoveStatus(r.Status), r.Error, r.MoveID, r.At
+		m.Copied = r.Bytes
+	}
+}
+
+// withResults reads p's move results and merges them.
+func (c *Control) withResults(ctx context.Context, p *Plan) (*Plan, error) {
+	if p.State == StateProposed {
+		return p, nil // never applied: nothing ran
+	}
+	res, err := c.dir.PlanResults(ctx, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	mergeResults(p, res)
+	return p, nil
+}
+
+// store creates the plan record; an identical plan proposed twice (same
+// table, same moves) is the same plan.
+func (c *Control) store(ctx context.Context, p *Plan) error {
+	data, err := encodePlan(p)
+	if err != nil {
+		return err
+	}
+	run := directory.RunKeep
+	if p.State == StateApplying {
+		run = directory.RunStart
+	}
+	err = c.dir.CreatePlanRun(ctx, p.ID, data, run)
+	if errors.Is(err, directory.ErrConflict) {
+		old, gerr := c.Get(ctx, p.ID)
+		if gerr == nil && old.State == StateProposed {
+			return c.update(ctx, p.ID, func(q *Plan) error { *q = *p; return nil })
+		}
+		if gerr == nil {
+			return fmt.Errorf("plan: %w: the same plan %s exists already and is %s", ErrPrecondition, p.ID, old.State)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("store plan %s: %w", p.ID, err)
+	}
+	c.prune(ctx)
+	return nil
+}
+
+// prune deletes the oldest plans, with their run keys and results, beyond the
+// newest c.keep that are not applying or paused. It reads the plans only
+// when the records outnumber the limit by a margin, so that storing a plan
+// does not read every plan each time; a failure is logged, not returned.
+func (c *Control) prune(ctx context.Context) {
+	limit := c.keep + c.keep/10 + 1
+	c.decodedMu.Lock()
+	c.plansSeen++
+	known := c.plansSeen
+	c.decodedMu.Unlock()
+	if known <= limit {
+		return // fewer plans than allowed: no read needed
+	}
+	ids, err := c.dir.PlanIDs(ctx)
+	if err != nil {
+		c.lg.Warn("list plans for retention", "err", err)
+		return
+	}
+	n := len(ids)
+	c.decodedMu.Lock()
+	c.plansSeen = n
+	c.decodedMu.Unlock()
+	if n <= limit {
+		return
+	}
+	plans, err := c.List(ctx)
+	if err != nil {
+		c.lg.Warn("list plans for retention", "err", err)
+		return
+	}
+	plans = slices.DeleteFunc(plans, func(p *Plan) bool { return p.State.Active() })
+	old := plans[:max(0, len(plans)-c.keep)] // oldest first
+	if len(old) == 0 {
+		return
+	}
+	// One transaction for all of them: this runs inside the request that
+	// stored a plan (slotctl move), and a sweep of 20 plans deleted one
+	// record at a time added 36-40 ms to every 21st move.
+	ids = ids[:0]
+	for _, p := range old {
+		ids = append(ids, p.ID)
+	}
+	if err := c.dir.DeletePlans(ctx, ids...); err != nil {
+		c.lg.Warn("delete old plans", "plans", len(old), "err", err)
+		return
+	}
+	c.decodedMu.Lock()
+	for _, p := range old {
+		delete(c.decoded, p.ID)
+	}
+	c.plansSeen -= len(old)
+	c.decodedMu.Unlock()
+	c.lg.Info("old plans deleted", "plans", len(old), "oldest", old[0].ID, "newest", old[len(old)-1].ID, "created_from", old[0].Created)
+}
+
+// Get returns the stored plan id with the results of its moves.
+func (c *Control) Get(ctx context.Context, id string) (*Plan, error) {
+	b, err := c.dir.Plan(ctx, id)
+	if err != nil {
+		if errors.Is(err, directory.ErrNotFound) || errors.Is(err, directory.ErrInvalid) {
+			return nil, fmt.Errorf("%w: no plan %q; list plans with slotctl status", ErrNotFound, id)
+		}
+		return nil, err
+	}
+	p, err := c.decode(id, b)
+	if err != nil {
+		return nil, err
+	}
+	return c.withResults(ctx, p)
+}
+
+// decode returns a private copy of the plan record b of plan id, decoding
+// it only when it differs from the record last decoded.
+func (c *Control) decode(id string, b []byte) (*Plan, error) {
+	c.decodedMu.Lock()
+	d, ok := c.decoded[id]
+	c.decodedMu.Unlock()
+	if ok && bytes.Equal(d.raw, b) {
+		return d.plan.clone(), nil
+	}
+	p, err := decodePlan(b)
+	if err != nil {
+		return nil, err
+	}
+	c.decodedMu.Lock()
+	if c.decoded == nil || len(c.decoded) >= 64 {
+		c.decoded = map[string]decodedPlan{} // plans are few; forget them all now and then
+	}
+	c.decoded[id] = decodedPlan{raw: b, plan: p.clone()}
+	c.decodedMu.Unlock()
+	return p, nil
+}
+
+// List returns every stored plan with its results, oldest first, from one
+// read of the records and one of the results.
+func (c *Control) List(ctx context.Context) ([]*Plan, error) {
+	recs, err := c.dir.Plans(ctx)
+	if err != nil {
+		return nil, err
+	}
+	results, err := c.dir.AllResults(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Plan
+	for id, rec := range recs {
+		p, err := c.decode(id, rec.Data)
+		if err != nil {
+			c.lg.Warn("unreadable plan record", "plan", id, "err", err)
+			continue
+		}
+		mergeResults(p, results[id])
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *Plan) int { return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID)) })
+	return out, nil
+}
+
+// Active returns the plan that is applying or paused, or nil. It reads
+// the plan keys and only the records that changed since it last looked:
+// every `slotctl move` and status asks, and up to KeepPlans plans are kept.
+func (c *Control) Active(ctx context.Context) (*Plan, error) {
+	revs, err := c.dir.PlanRevisions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.decodedMu.Lock()
+	c.plansSeen = len(revs)
+	c.decodedMu.Unlock()
+	var stale []string // plans whose state is not known at their revision
+	for id, rev := range revs {
+		c.decodedMu.Lock()
+		st, ok := c.states[id]
+		c.decodedMu.Unlock()
+		if !ok || st.rev != rev {
+			stale = append(stale, id)
+		}
+	}
+	if err := c.learnStates(ctx, stale); err != nil {
+		return nil, err
+	}
+	var active []string
+	c.decodedMu.Lock()
+	for id, rev := range revs {
+		if st, ok := c.states[id]; ok && st.rev >= rev && st.state.Active() {
+			active = append(active, id)
+		}
+	}
+	c.decodedMu.Unlock()
+	var out []*Plan
+	for _, id := range active {
+		p, err := c.Get(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *Plan) int { return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID)) })
+	return activeOf(out), nil
+}
+
+// learnStates reads and remembers the states of plans ids: one read of
+// every record when there are many (the first call after a start), else
+// one read each.
+func (c *Control) learnStates(ctx context.Context, ids []string) error {
+	recs := map[string]directory.PlanRecord{}
+	if len(ids) > 8 {
+		all, err := c.dir.Plans(ctx)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if rec, ok := all[id]; ok {
+				recs[id] = rec
+			}
+		}
+	} else {
+		for _, id := range ids {
+			b, rev, err := c.dir.PlanAt(ctx, id)
+			if errors.Is(err, directory.ErrNotFound) {
+				continue // deleted meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			recs[id] = directory.PlanRecord{Data: b, Rev: rev}
+		}
+	}
+	for id, rec := range recs {
+		p, err := c.decode(id, rec.Data)
+		if err != nil {
+			c.lg.Warn("unreadable plan record", "plan", id, "err", err)
+			continue
+		}
+		c.decodedMu.Lock()
+		if c.states == nil || len(c.states) > 4*c.keep {
+			c.states = map[string]planState{}
+		}
+		c.states[id] = planState{rev: rec.Rev, state: p.State}
+		c.decodedMu.Unlock()
+	}
+	return nil
+}
+
+// planState is what Active remembers of a plan record.
+type planState struct {
+	rev   int64
+	state PlanState
+}
+
+func activeOf(plans []*Plan) *Plan {
+	for _, p := range plans {
+		if p.State.Active() {
+			return p
+		}
+	}
+	return nil
+}
+
+// update rewrites a stored plan by compare-and-swap.
+func (c *Control) update(ctx context.Context, id string, edit func(*Plan) error) error {
+	return c.updateRun(ctx, id, func(p *Plan) (directory.Run, error) { return directory.RunKeep, edit(p) })
+}
+
+// updateRun is update where edit also says what becomes of the plan's run
+// key, in the same transaction as the new record: a pause or cancel stops
+// every begin of the plan's moves at once, however many are queued.
+func (c *Control) updateRun(ctx context.Context, id string, edit func(*Plan) (directory.Run, error)) error {
+	err := c.dir.UpdatePlanRun(ctx, id, func(old []byte) ([]byte, directory.Run, error) {
+		p, err := decodePlan(old)
+		if err != nil {
+			return nil, 0, err
+		}
+		run, err := edit(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		p.Updated = c.now().UTC()
+		b, err := encodePlan(p)
+		return b, run, err
+	})
+	if errors.Is(err, directory.ErrNotFound) {
+		return fmt.Errorf("%w: no plan %q", ErrNotFound, id)
+	}
+	return err
+}
