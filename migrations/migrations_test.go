@@ -74,11 +74,11 @@ func TestApplyCreatesLayoutOnceAndIsIdempotent(t *testing.T) {
 		t.Fatalf("directory before migrations: err = %v, want ErrNoSchema", err)
 	}
 	applied, err := migrations.Apply(ctx, d)
-	if err != nil || !slices.Equal(applied, []int{1}) {
-		t.Fatalf("first Apply = %v, %v; want [1]", applied, err)
+	if err != nil || !slices.Equal(applied, []int{1, 2}) {
+		t.Fatalf("first Apply = %v, %v; want [1 2]", applied, err)
 	}
-	if s, err := d.Schema(ctx); err != nil || s != 1 {
-		t.Fatalf("schema = %d, %v; want 1", s, err)
+	if s, err := d.Schema(ctx); err != nil || s != directory.SchemaVersion {
+		t.Fatalf("schema = %d, %v; want %d", s, err, directory.SchemaVersion)
 	}
 	applied, err = migrations.Apply(ctx, d)
 	if err != nil || len(applied) != 0 {
@@ -143,8 +143,12 @@ func TestConcurrentApplyRunsEachStepOnce(t *testing.T) {
 func TestUpgradeRewritingDataKeepsOwners(t *testing.T) {
 	c := etcdtest.New(t)
 	ctx := testCtx(t)
-	v1 := newDir(t, c.Client(), 0)
-	if _, err := migrations.Apply(ctx, v1); err != nil {
+	v1 := newDir(t, c.Client(), 1)
+	reg1, err := migrations.NewRegistry(migrationsDefaultSteps()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg1.Apply(ctx, v1); err != nil {
 		t.Fatal(err)
 	}
 	var nodes []directory.Node
@@ -239,7 +243,7 @@ func TestUpgradeRewritingDataKeepsOwners(t *testing.T) {
 	}
 
 	// The old binary refuses the new schema, naming both versions.
-	_, err = migrations.Apply(ctx, v1)
+	_, err = reg1.Apply(ctx, v1)
 	if !errors.Is(err, migrations.ErrSchemaTooNew) {
 		t.Fatalf("old binary Apply: err = %v, want ErrSchemaTooNew", err)
 	}
