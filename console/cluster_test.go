@@ -41,7 +41,7 @@ func startCluster(t testing.TB, stores int, edits ...func(*server.Config)) *clus
 	s := slotdtest.Start(t, append([]func(*server.Config){func(c *server.Config) {
 		c.HTTP = "127.0.0.1:0"
 		c.TuneMover = func(ec *mover.ExecutorConfig) {
-			ec.Backoff, ec.ProgressInterval, ec.DisableLiveness = 20*time.Millisecond, 50*time.Millisecond, true
+			ec.Backoff, ec.DisableLiveness = 20*time.Millisecond, true
 		}
 	}}, edits...)...)
 	c := &cluster{slotd: s, stores: map[string]string{}, servers: map[string]*slotkv.Server{}, maps: map[string]*node.ClusterMap{}}
