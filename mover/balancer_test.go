@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/internal/waitfor"
 )
 
 // setPolicy edits the stored auto policy or fails the test.
@@ -140,7 +141,7 @@ func TestBalancer(t *testing.T) {
 	if _, err := c.ctl.Cancel(c.ctx, op.ID, "alice"); err != nil && !errors.Is(err, ErrPrecondition) {
 		t.Fatal(err)
 	}
-	c.eventually(30*time.Second, "no active plan", func() error {
+	waitfor.Err(c.t, 30*time.Second, "no active plan", func() error {
 		if a, err := c.ctl.Active(c.ctx); err != nil || a != nil {
 			return errors.New("a plan is active")
 		}

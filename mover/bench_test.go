@@ -18,6 +18,7 @@ import (
 
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -60,7 +61,7 @@ func moveOnce(ctx context.Context, b *testing.B, c *cluster, e *Executor, slot s
 		b.Fatal(err)
 	}
 	total = time.Since(start)
-	e.committed(ctx, *mv, src, res)
+	e.committed(*mv, src, res)
 	return total, j.committedAt.Sub(fencedAt), res
 }
 
@@ -311,7 +312,7 @@ func benchRebalance3to4(b *testing.B, parallelism int) {
 			b.Fatal(err)
 		}
 		var done *Plan
-		c.eventually(10*time.Minute, "plan done", func() error {
+		waitfor.Err(c.t, 10*time.Minute, "plan done", func() error {
 			var err error
 			if done, err = c.ctl.Get(c.ctx, p.ID); err != nil {
 				return err

@@ -19,6 +19,7 @@ import (
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/slotkv"
 	"github.com/slotd/slotd/slotkv/kvpb"
 	"github.com/slotd/slotd/slots"
@@ -258,7 +259,6 @@ func (c *cluster) get(key []byte) ([]byte, error) {
 	return resp.Value, nil
 }
 
-// eventually polls cond until it returns nil, failing after timeout.
 // watchTable calls fn with every table version after from, in order, on
 // one goroutine, until the returned stop is called (which waits for it).
 func (c *cluster) watchTable(from uint64, fn func(ctx context.Context, s *directory.Snapshot)) (stop func()) {
@@ -275,26 +275,11 @@ func (c *cluster) watchTable(from uint64, fn func(ctx context.Context, s *direct
 	return func() { cancel(); wg.Wait() }
 }
 
-func (c *cluster) eventually(timeout time.Duration, what string, cond func() error) {
-	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s not reached in %s: %v", what, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitPlan waits until plan id reaches a final or paused state.
 func (c *cluster) waitPlan(id string, want PlanState) *Plan {
 	c.t.Helper()
 	var p *Plan
-	c.eventually(90*time.Second, "plan "+id+" "+string(want), func() error {
+	waitfor.Err(c.t, 90*time.Second, "plan "+id+" "+string(want), func() error {
 		var err error
 		p, err = c.ctl.Get(c.ctx, id)
 		if err != nil {

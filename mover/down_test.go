@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/internal/waitfor"
 )
 
 // markDown makes the liveness check find id down: the other nodes
@@ -32,7 +33,7 @@ func (c *cluster) markDown(id string) {
 	if _, err := late.CheckLiveness(c.ctx); err != nil {
 		c.t.Fatal(err)
 	}
-	c.eventually(10*time.Second, id+" down", func() error {
+	waitfor.Err(c.t, 10*time.Second, id+" down", func() error {
 		snap, err := c.dir.Snapshot(c.ctx)
 		if err != nil {
 			return err

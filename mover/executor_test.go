@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -185,57 +185,6 @@ func testPlanAddNodeUnderWrites(t *testing.T, parallelism int) {
 	t.Logf("%d writes acknowledged during the plan; at most %d moves in flight at once", w.n, most)
 }
 
-func TestRollbackRestoresOwners(t *testing.T) {
-	c := newCluster(t, 3)
-	c.startExecutor("a")
-	c.addNode("n4")
-	before, _ := c.dir.Snapshot(c.ctx)
-	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: 10, Operator: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	moving := map[int]bool{}
-	for _, m := range p.Moves {
-		moving[m.Slot] = true
-	}
-	keys := keysInSlots(moving, 4)
-	for _, k := range keys {
-		if err := c.put(c.ctx, k, []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
-	c.waitPlan(p.ID, StateDone)
-	if _, err := c.ctl.Rollback(c.ctx, p.ID, "test", ""); err != nil {
-		t.Fatal(err)
-	}
-	c.waitPlan("rb-"+p.ID, StateDone)
-	after, _ := c.dir.Snapshot(c.ctx)
-	for s := range slots.Count {
-		sl := slots.MustNew(s)
-		if before.Owner(sl) != after.Owner(sl) {
-			t.Fatalf("slot %d: owner %s before, %s after rollback", s, before.Owner(sl), after.Owner(sl))
-		}
-	}
-	if after.Version <= before.Version {
-		t.Fatalf("rollback did not advance the version: %d -> %d", before.Version, after.Version)
-	}
-	for _, k := range keys {
-		if v, err := c.get(k); err != nil || string(v) != "x" {
-			t.Fatalf("%q = %q, %v after rollback", k, v, err)
-		}
-	}
-	old, _ := c.ctl.Get(c.ctx, p.ID)
-	if old.State != StateRolledBack || old.RolledBackBy != "rb-"+p.ID {
-		t.Fatalf("old plan %s rolled back by %q", old.State, old.RolledBackBy)
-	}
-	if _, err := c.ctl.Rollback(c.ctx, p.ID, "test", ""); !errors.Is(err, ErrPrecondition) {
-		t.Fatalf("second rollback: %v, want ErrPrecondition", err)
-	}
-}
-
 // failJournal records phases like the executor's, but fails on request.
 type failJournal struct {
 	dir    *directory.Directory
@@ -365,7 +314,7 @@ func TestAbortAtEachPhase(t *testing.T) {
 			if err := c.put(c.ctx, keys[0], []byte("after")); err != nil {
 				t.Fatalf("write after abort: %v", err)
 			}
-			c.eventually(30*time.Second, "target copy dropped", func() error {
+			waitfor.Err(c.t, 30*time.Second, "target copy dropped", func() error {
 				sum, err := dstC.Checksum(c.ctx, &slotdv1.ChecksumRequest{Slot: uint32(slot.Int())})
 				if err != nil {
 					return err
@@ -382,7 +331,7 @@ func TestAbortAtEachPhase(t *testing.T) {
 func TestLeaderFailoverCompletesPlan(t *testing.T) {
 	c := newCluster(t, 3)
 	a, stopA := c.startExecutor("a")
-	c.eventually(30*time.Second, "a leads", func() error {
+	waitfor.Err(c.t, 30*time.Second, "a leads", func() error {
 		if !a.IsLeader() {
 			return errors.New("not yet")
 		}
@@ -397,7 +346,7 @@ func TestLeaderFailoverCompletesPlan(t *testing.T) {
 	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	c.eventually(60*time.Second, "a few moves done", func() error {
+	waitfor.Err(c.t, 60*time.Second, "a few moves done", func() error {
 		snap, err := c.dir.Snapshot(c.ctx)
 		if err != nil {
 			return err
@@ -415,314 +364,6 @@ func TestLeaderFailoverCompletesPlan(t *testing.T) {
 	snap, _ := c.dir.Snapshot(c.ctx)
 	if n := snap.Counts()["n4"]; n != 40 {
 		t.Fatalf("n4 owns %d slots, want 40", n)
-	}
-}
-
-func TestPauseResumeCancel(t *testing.T) {
-	for _, par := range []int{1, 8} {
-		t.Run(fmt.Sprintf("parallelism=%d", par), func(t *testing.T) { testPauseResumeCancel(t, par) })
-	}
-}
-
-func testPauseResumeCancel(t *testing.T, parallelism int) {
-	c := newCluster(t, 3)
-	c.startExecutorWith("a", func(cfg *ExecutorConfig) { cfg.Parallelism = parallelism })
-	c.addNode("n4")
-	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: 400, Operator: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.ctl.Pause(c.ctx, p.ID, false, "test"); err != nil {
-		t.Fatal(err)
-	}
-	// Paused: the move in flight (if any) finishes and nothing else starts.
-	var owned int
-	c.eventually(30*time.Second, "pause settles", func() error {
-		snap, err := c.dir.Snapshot(c.ctx)
-		if err != nil {
-			return err
-		}
-		if len(snap.Moves) != 0 {
-			return errors.New("move in flight")
-		}
-		owned = snap.Counts()["n4"]
-		return nil
-	})
-	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); !errors.Is(err, ErrPrecondition) {
-		t.Fatalf("apply of a paused plan: %v, want ErrPrecondition", err)
-	}
-	if owned == 400 {
-		t.Skip("the plan finished before the pause landed; nothing left to check")
-	}
-	if _, err := c.ctl.Resume(c.ctx, p.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
-	c.eventually(30*time.Second, "moves after resume", func() error {
-		snap, _ := c.dir.Snapshot(c.ctx)
-		if snap.Counts()["n4"] <= owned {
-			return errors.New("no progress")
-		}
-		return nil
-	})
-	if _, err := c.ctl.Cancel(c.ctx, p.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
-	c.eventually(30*time.Second, "cancel settles", func() error {
-		snap, err := c.dir.Snapshot(c.ctx)
-		if err != nil {
-			return err
-		}
-		if len(snap.Moves) != 0 {
-			return errors.New("move in flight")
-		}
-		return nil
-	})
-	final, _ := c.ctl.Get(c.ctx, p.ID)
-	if final.State != StateCancelled {
-		t.Fatalf("state %s", final.State)
-	}
-	if _, err := c.ctl.Resume(c.ctx, p.ID, "test"); !errors.Is(err, ErrPrecondition) {
-		t.Fatalf("resume of a cancelled plan: %v", err)
-	}
-}
-
-func TestControlRefusesBadInput(t *testing.T) {
-	c := newCluster(t, 2)
-	before, _ := c.dir.Snapshot(c.ctx)
-	cases := []struct {
-		name string
-		call func() error
-		want error
-		msg  string
-	}{
-		{"slot out of range", func() error { _, err := c.ctl.MoveSlot(c.ctx, 99999, "n2", "t", ""); return err }, ErrInvalid, "99999"},
-		{"unknown target", func() error { _, err := c.ctl.MoveSlot(c.ctx, 1, "nope", "t", ""); return err }, ErrNotFound, `"nope"`},
-		{"drain unknown", func() error {
-			_, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Drain: []string{"ghost"}}})
-			return err
-		}, ErrNotFound, "ghost"},
-		{"negative weight", func() error {
-			_, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Weights: map[string]int{"n1": -1}}})
-			return err
-		}, ErrInvalid, "negative"},
-		{"apply unknown plan", func() error { _, err := c.ctl.Apply(c.ctx, "p-nope", "t"); return err }, ErrNotFound, "p-nope"},
-		{"malformed plan file", func() error {
-			_, err := c.ctl.Submit(c.ctx, &Plan{ID: "x", Moves: []PlannedMove{{Slot: 5, From: "n1", To: "n1"}}}, "t")
-			return err
-		}, ErrInvalid, "to itself"},
-		{"duplicate slot in plan file", func() error {
-			_, err := c.ctl.Submit(c.ctx, &Plan{ID: "x", Moves: []PlannedMove{{Slot: 5, From: "n1", To: "n2"}, {Slot: 5, From: "n1", To: "n2"}}}, "t")
-			return err
-		}, ErrInvalid, "twice"},
-		{"negative throttle", func() error { return c.ctl.SetThrottle(c.ctx, -5, "t") }, ErrInvalid, "negative"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.call()
-			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
-				t.Fatalf("err = %v, want %v mentioning %q", err, tc.want, tc.msg)
-			}
-		})
-	}
-	after, _ := c.dir.Snapshot(c.ctx)
-	if after.Version != before.Version {
-		t.Fatalf("bad input changed the version %d -> %d", before.Version, after.Version)
-	}
-}
-
-func TestStalePlanRefused(t *testing.T) {
-	c := newCluster(t, 3)
-	c.startExecutor("a")
-	c.addNode("n4")
-	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: 5, Operator: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Someone moves the plan's first slot elsewhere meanwhile.
-	first := p.Moves[0]
-	other := "n1"
-	if first.From == "n1" {
-		other = "n2"
-	}
-	mp, err := c.ctl.MoveSlot(c.ctx, first.Slot, other, "test", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.waitPlan(mp.ID, StateDone)
-	_, err = c.ctl.Apply(c.ctx, p.ID, "test")
-	if !errors.Is(err, ErrPrecondition) || !strings.Contains(err.Error(), fmt.Sprintf("slot %d", first.Slot)) {
-		t.Fatalf("apply of a stale plan: %v", err)
-	}
-}
-
-// TestRollbackOfDrain rolls back a plan that drained a node: the node is
-// active again and gets its slots back.
-func TestRollbackOfDrain(t *testing.T) {
-	c := newCluster(t, 3)
-	c.startExecutor("a")
-	before, _ := c.dir.Snapshot(c.ctx)
-	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Drain: []string{"n3"}}, MaxMoves: 6, Operator: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
-	c.waitPlan(p.ID, StateDone)
-	if _, err := c.ctl.Rollback(c.ctx, p.ID, "test", ""); err != nil {
-		t.Fatal(err)
-	}
-	c.waitPlan("rb-"+p.ID, StateDone)
-	after, _ := c.dir.Snapshot(c.ctx)
-	if n, _ := after.Node("n3"); n.State != directory.NodeActive {
-		t.Fatalf("n3 is %s after the rollback of its drain", n.State)
-	}
-	if after.Counts()["n3"] != before.Counts()["n3"] {
-		t.Fatalf("n3 owns %d slots, had %d", after.Counts()["n3"], before.Counts()["n3"])
-	}
-}
-
-// TestPauseAbortsParallelWave pauses a plan with abort while a wave of
-// throttled moves is copying: every move of the wave either aborts (its
-// slot stays with the source) or, if it was already fencing, commits; none
-// is left in flight, and no acknowledged write is lost.
-func TestPauseAbortsParallelWave(t *testing.T) {
-	c := newCluster(t, 3)
-	c.startExecutorWith("a", func(cfg *ExecutorConfig) { cfg.Parallelism = 4; cfg.Verify = false })
-	c.addNode("n4")
-	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: 8, Operator: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	moving := map[int]bool{}
-	for _, m := range p.Moves {
-		moving[m.Slot] = true
-	}
-	keys := keysInSlots(moving, 64)
-	value := bytes.Repeat([]byte("x"), 1024)
-	for _, k := range keys {
-		if err := c.put(c.ctx, k, value); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// 64 KiB of data per slot at 16 KB/s per donor: each move copies for
-	// seconds, so the pause lands while the wave is copying.
-	if err := c.ctl.SetThrottle(c.ctx, 16_000, "test"); err != nil {
-		t.Fatal(err)
-	}
-	before, _ := c.dir.Snapshot(c.ctx)
-	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
-	c.eventually(30*time.Second, "the wave to start", func() error {
-		snap, err := c.dir.Snapshot(c.ctx)
-		if err != nil {
-			return err
-		}
-		if len(snap.Moves) == 0 {
-			return errors.New("no move in flight")
-		}
-		return nil
-	})
-	if _, err := c.ctl.Pause(c.ctx, p.ID, true, "test"); err != nil {
-		t.Fatal(err)
-	}
-	var after *directory.Snapshot
-	c.eventually(60*time.Second, "the wave to settle", func() error {
-		snap, err := c.dir.Snapshot(c.ctx)
-		if err != nil {
-			return err
-		}
-		if len(snap.Moves) != 0 {
-			return fmt.Errorf("%d moves in flight", len(snap.Moves))
-		}
-		after = snap
-		return nil
-	})
-	if err := c.ctl.SetThrottle(c.ctx, 0, "test"); err != nil {
-		t.Fatal(err)
-	}
-	hist, err := c.dir.HistorySince(c.ctx, before.Version, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	aborted := 0
-	for _, h := range hist {
-		if h.Kind == directory.ChangeMoveAbort {
-			aborted++
-		}
-	}
-	if aborted == 0 {
-		t.Fatalf("no move aborted by the pause (history %+v)", hist)
-	}
-	for s := range moving {
-		if o := after.Owner(slots.MustNew(s)); o != "n4" && o != before.Owner(slots.MustNew(s)) {
-			t.Fatalf("slot %d owned by %s, neither source nor target", s, o)
-		}
-	}
-	for _, k := range keys {
-		got, err := c.get(k)
-		if err != nil {
-			t.Fatalf("get %q: %v", k, err)
-		}
-		if !bytes.Equal(got, value) {
-			t.Fatalf("%q lost its value after the aborted wave", k)
-		}
-	}
-	final, _ := c.ctl.Get(c.ctx, p.ID)
-	if final.State != StatePaused {
-		t.Fatalf("plan %s after pause, want paused", final.State)
-	}
-	t.Logf("%d of the wave's moves aborted by the pause", aborted)
-}
-
-// TestOldPlansPruned: beyond KeepPlans, the oldest plans that are not
-// applying or paused are deleted as new ones are stored; the applying plan
-// is kept whatever its age.
-func TestOldPlansPruned(t *testing.T) {
-	c := newCluster(t, 3)
-	c.addNode("n4")
-	ctl, err := NewControl(ControlConfig{Directory: c.dir, Logger: testLogger(), KeepPlans: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	propose := func(moves int) *Plan {
-		p, err := ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: moves, Operator: "test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	first := propose(1)
-	if _, err := ctl.Apply(c.ctx, first.ID, "test"); err != nil { // no executor: it stays applying
-		t.Fatal(err)
-	}
-	var ids []string
-	for m := 2; m <= 14; m++ {
-		ids = append(ids, propose(m).ID)
-	}
-	stored, err := c.dir.PlanIDs(c.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plans := len(stored)
-	// 3 kept + the margin before pruning (3/10+1) + the applying plan.
-	if plans > 3+1+1 {
-		t.Fatalf("%d plans stored with KeepPlans 3: %v", plans, stored)
-	}
-	if p, err := ctl.Get(c.ctx, first.ID); err != nil || p.State != StateApplying {
-		t.Fatalf("the applying plan: %v, %v; want it kept", p, err)
-	}
-	for _, id := range ids[len(ids)-3:] {
-		if _, err := ctl.Get(c.ctx, id); err != nil {
-			t.Errorf("one of the newest plans, %s: %v", id, err)
-		}
-	}
-	if _, err := ctl.Get(c.ctx, ids[0]); !errors.Is(err, ErrNotFound) {
-		t.Errorf("the oldest proposal: %v, want ErrNotFound", err)
 	}
 }
 
@@ -768,7 +409,7 @@ func TestStaleTableDoesNotSettleCommittedMove(t *testing.T) {
 		}
 	}
 	var stale *directory.Snapshot
-	c.eventually(30*time.Second, "the watch to see the commit", func() error {
+	waitfor.Err(c.t, 30*time.Second, "the watch to see the commit", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, s := range seen {
@@ -784,17 +425,17 @@ func TestStaleTableDoesNotSettleCommittedMove(t *testing.T) {
 
 	// The source's clean-ups after the commit (end capture, drop) run, as
 	// the executor's clean-up loop would: the source is no longer fenced.
-	e.mu.Lock()
-	todo := e.cleanups
-	e.cleanups = nil
-	e.mu.Unlock()
+	e.clean.mu.Lock()
+	todo := e.clean.queue
+	e.clean.queue = nil
+	e.clean.mu.Unlock()
 	for _, cl := range todo {
-		if err := e.runCleanup(c.ctx, cl); err != nil {
+		if err := e.clean.run(c.ctx, cl); err != nil {
 			t.Fatal(err)
 		}
 	}
 	src := c.nodes["n1"].srv.Node()
-	c.eventually(30*time.Second, "the source to drop its fence", func() error {
+	waitfor.Err(c.t, 30*time.Second, "the source to drop its fence", func() error {
 		if src.Fenced(slot) {
 			return fmt.Errorf("n1 still fenced on slot %d", slot.Int())
 		}

@@ -16,6 +16,7 @@ import (
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -264,7 +265,7 @@ func TestStoreLiesAbortsMove(t *testing.T) {
 				t.Fatalf("write after abort: %v", err)
 			}
 			for _, s := range []slots.Slot{slot, slots.ForKey(foreign)} {
-				c.eventually(30*time.Second, "target holds nothing", func() error {
+				waitfor.Err(c.t, 30*time.Second, "target holds nothing", func() error {
 					sum, err := dstReal.Checksum(c.ctx, &slotdv1.ChecksumRequest{Slot: uint32(s.Int())})
 					if err != nil {
 						return err
@@ -415,6 +416,10 @@ func TestExecutorAbortsOnLyingSource(t *testing.T) {
 			t.Errorf("plan error %q does not say %q", paused.Error, w)
 		}
 	}
+	// Recorded as failed, with its reason, where status reads it.
+	if m := paused.Moves[0]; m.Status != MoveFailed || !strings.Contains(m.Error, "inconsistent data") || paused.Progress().Failed != 1 {
+		t.Errorf("the move after the lie: %s %q, progress %+v; want failed with the reason", m.Status, m.Error, paused.Progress())
+	}
 	after, err := c.dir.Snapshot(c.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -439,7 +444,7 @@ func TestExecutorAbortsOnLyingSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []int{slot, slots.ForKey(foreign).Int()} {
-		c.eventually(30*time.Second, "target holds nothing", func() error {
+		waitfor.Err(c.t, 30*time.Second, "target holds nothing", func() error {
 			sum, err := dst.Checksum(c.ctx, &slotdv1.ChecksumRequest{Slot: uint32(s)})
 			if err != nil {
 				return err

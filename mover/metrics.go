@@ -24,7 +24,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "slotd_mover_moves_total", Help: "Slot moves finished, by result (committed, aborted, skipped).",
+			Name: "slotd_mover_moves_total", Help: "Slot moves finished, by result: committed, skipped, aborted (back to pending, or for good when the plan was cancelled), failed.",
 		}, []string{"result"}),
 		bytesMoved: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slotd_mover_bytes_moved_total", Help: "Key and value bytes applied on move targets.",

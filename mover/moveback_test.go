@@ -11,6 +11,7 @@ import (
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/slotkv/kvpb"
 	"github.com/slotd/slotd/slots"
 )
@@ -135,7 +136,7 @@ func (m *slotMover) move(t *testing.T, from, to string, onBatch func()) (*direct
 	if err != nil {
 		t.Fatalf("move %s -> %s: %v", from, to, err)
 	}
-	c.eventually(10*time.Second, "nodes see the commit", func() error {
+	waitfor.Err(c.t, 10*time.Second, "nodes see the commit", func() error {
 		if o, _ := c.m.Owner(m.slot); o.Version < res.Version {
 			return errStop
 		}
@@ -161,21 +162,7 @@ func TestDropAfterRoundTrip(t *testing.T) {
 	if !resp.GetStarted() {
 		t.Fatal("drop on n2 not started")
 	}
-	c.eventually(30*time.Second, "n2 drops its copy", func() error { return m.noKeysOn(c, "n2") })
-	checkValues(t, c, keys)
-}
-
-// TestNewLeaderDropsLeftCopies: a move committed by a leader that died
-// before its clean-up ran (here: a move run outside any executor) leaves the
-// source's copy on disk; the next leader asks the source to drop it.
-func TestNewLeaderDropsLeftCopies(t *testing.T) {
-	c, m, keys := filledSlot(t)
-	m.move(t, "n1", "n2", nil)
-	if err := m.noKeysOn(c, "n1"); err == nil {
-		t.Fatal("n1 holds no key of the moved slot; the test needs the copy left behind")
-	}
-	c.startExecutor("next-leader")
-	c.eventually(30*time.Second, "n1 drops the copy left behind", func() error { return m.noKeysOn(c, "n1") })
+	waitfor.Err(c.t, 30*time.Second, "n2 drops its copy", func() error { return m.noKeysOn(c, "n2") })
 	checkValues(t, c, keys)
 }
 

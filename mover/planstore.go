@@ -164,6 +164,19 @@ func (c *Control) Get(ctx context.Context, id string) (*Plan, error) {
 	return c.withResults(ctx, p)
 }
 
+// record returns plan id's record alone, without its moves' results: what
+// operators change (state, abort request), for the executor's guard.
+func (c *Control) record(ctx context.Context, id string) (*Plan, error) {
+	b, err := c.dir.Plan(ctx, id)
+	if err != nil {
+		if errors.Is(err, directory.ErrNotFound) || errors.Is(err, directory.ErrInvalid) {
+			return nil, fmt.Errorf("%w: no plan %q", ErrNotFound, id)
+		}
+		return nil, err
+	}
+	return c.decode(id, b)
+}
+
 // decode returns a private copy of the plan record b of plan id, decoding
 // it only when it differs from the record last decoded.
 func (c *Control) decode(id string, b []byte) (*Plan, error) {

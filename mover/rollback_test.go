@@ -2,6 +2,7 @@ package mover
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -24,7 +25,7 @@ func TestCancelThenRollbackExact(t *testing.T) {
 }
 
 func testCancelThenRollbackExact(t *testing.T, parallelism int) {
-	const rounds, planMoves = 20, 200
+	const rounds, planMoves = 20, 60
 	c := newCluster(t, 3)
 	c.startExecutorWith("a", func(cfg *ExecutorConfig) { cfg.Parallelism = parallelism })
 	c.addNode("n4")
@@ -50,7 +51,7 @@ func testCancelThenRollbackExact(t *testing.T, parallelism int) {
 			t.Fatal(err)
 		}
 	}
-	w := startWriterAt(c, keys, 500)
+	w := startWriterAt(c, keys, 200)
 	for round := range rounds {
 		before, err := c.dir.Snapshot(c.ctx)
 		if err != nil {
@@ -62,7 +63,7 @@ func testCancelThenRollbackExact(t *testing.T, parallelism int) {
 		}
 		// Cancel once a few of its moves committed (more each round), from
 		// the table watch, so that moves are in flight when it lands.
-		want := 1 + round%6*parallelism
+		want := 1 + round%5*max(1, parallelism/2)
 		reached := make(chan struct{})
 		var once sync.Once
 		stop := c.watchTable(before.Version, func(_ context.Context, s *directory.Snapshot) {
@@ -120,4 +121,82 @@ func testCancelThenRollbackExact(t *testing.T, parallelism int) {
 	}
 	w.finish(t)
 	checkAcked(t, c, w)
+}
+
+func TestRollbackRestoresOwners(t *testing.T) {
+	c := newCluster(t, 3)
+	c.startExecutor("a")
+	c.addNode("n4")
+	before, _ := c.dir.Snapshot(c.ctx)
+	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Add: []NodeSpec{{ID: "n4"}}}, MaxMoves: 10, Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moving := map[int]bool{}
+	for _, m := range p.Moves {
+		moving[m.Slot] = true
+	}
+	keys := keysInSlots(moving, 4)
+	for _, k := range keys {
+		if err := c.put(c.ctx, k, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPlan(p.ID, StateDone)
+	if _, err := c.ctl.Rollback(c.ctx, p.ID, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPlan("rb-"+p.ID, StateDone)
+	after, _ := c.dir.Snapshot(c.ctx)
+	for s := range slots.Count {
+		sl := slots.MustNew(s)
+		if before.Owner(sl) != after.Owner(sl) {
+			t.Fatalf("slot %d: owner %s before, %s after rollback", s, before.Owner(sl), after.Owner(sl))
+		}
+	}
+	if after.Version <= before.Version {
+		t.Fatalf("rollback did not advance the version: %d -> %d", before.Version, after.Version)
+	}
+	for _, k := range keys {
+		if v, err := c.get(k); err != nil || string(v) != "x" {
+			t.Fatalf("%q = %q, %v after rollback", k, v, err)
+		}
+	}
+	old, _ := c.ctl.Get(c.ctx, p.ID)
+	if old.State != StateRolledBack || old.RolledBackBy != "rb-"+p.ID {
+		t.Fatalf("old plan %s rolled back by %q", old.State, old.RolledBackBy)
+	}
+	if _, err := c.ctl.Rollback(c.ctx, p.ID, "test", ""); !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("second rollback: %v, want ErrPrecondition", err)
+	}
+}
+
+// TestRollbackOfDrain rolls back a plan that drained a node: the node is
+// active again and gets its slots back.
+func TestRollbackOfDrain(t *testing.T) {
+	c := newCluster(t, 3)
+	c.startExecutor("a")
+	before, _ := c.dir.Snapshot(c.ctx)
+	p, err := c.ctl.Propose(c.ctx, PlanRequest{Edits: Edits{Drain: []string{"n3"}}, MaxMoves: 6, Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPlan(p.ID, StateDone)
+	if _, err := c.ctl.Rollback(c.ctx, p.ID, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPlan("rb-"+p.ID, StateDone)
+	after, _ := c.dir.Snapshot(c.ctx)
+	if n, _ := after.Node("n3"); n.State != directory.NodeActive {
+		t.Fatalf("n3 is %s after the rollback of its drain", n.State)
+	}
+	if after.Counts()["n3"] != before.Counts()["n3"] {
+		t.Fatalf("n3 owns %d slots, had %d", after.Counts()["n3"], before.Counts()["n3"])
+	}
 }

@@ -66,7 +66,7 @@ func NewStatusCollector(dir *directory.Directory, ctl *Control, timeout time.Dur
 var (
 	nodeStates = []directory.NodeState{directory.NodeActive, directory.NodeDraining, directory.NodeDown}
 	planStates = []string{"none", string(StateApplying), string(StatePaused)}
-	moveStates = []string{"pending", "done", "skipped", "aborted"}
+	moveStates = []string{"pending", "done", "skipped", "aborted", "failed"}
 )
 
 // Describe implements prometheus.Collector.
@@ -109,7 +109,7 @@ func (c *StatusCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range planStates {
 		ch <- prometheus.MustNewConstMetric(c.planState, prometheus.GaugeValue, b2f(st == state), st)
 	}
-	counts := []int{pr.Pending, pr.Done, pr.Skipped, pr.Aborted}
+	counts := []int{pr.Pending, pr.Done, pr.Skipped, pr.Aborted, pr.Failed}
 	for i, st := range moveStates {
 		ch <- prometheus.MustNewConstMetric(c.planMoves, prometheus.GaugeValue, float64(counts[i]), st)
 	}

@@ -67,6 +67,7 @@ func TestStatusCollector(t *testing.T) {
 	check(head + `
 slotd_mover_plan_moves{status="aborted"} 0
 slotd_mover_plan_moves{status="done"} 0
+slotd_mover_plan_moves{status="failed"} 0
 slotd_mover_plan_moves{status="pending"} 0
 slotd_mover_plan_moves{status="skipped"} 0
 slotd_mover_plan_paused_by_failure 0
@@ -92,6 +93,7 @@ slotd_node_state{node="n2",state="draining"} 0
 	check(head + `
 slotd_mover_plan_moves{status="aborted"} 0
 slotd_mover_plan_moves{status="done"} 0
+slotd_mover_plan_moves{status="failed"} 0
 slotd_mover_plan_moves{status="pending"} 3
 slotd_mover_plan_moves{status="skipped"} 0
 slotd_mover_plan_paused_by_failure 0

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -357,10 +358,16 @@ func classify(op string, err error) error {
 }
 
 // Retryable reports whether a failed transfer may succeed if run again from
-// the journal's phase: the failure was the network or a node being away.
+// the journal's phase: the failure was the network, a node or etcd being
+// away.
 func Retryable(err error) bool {
-	if errors.Is(err, ErrStoreLied) || errors.Is(err, ErrCaptureLost) {
+	if err == nil || errors.Is(err, ErrStoreLied) || errors.Is(err, ErrCaptureLost) {
 		return false
+	}
+	// etcd away (a leader election, a member lost) or a lost race: the
+	// journal's write may be tried again.
+	if errors.Is(err, directory.ErrUnavailable) || errors.Is(err, directory.ErrConflict) {
+		return true
 	}
 	switch status.Code(errors.Unwrap(err)) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:

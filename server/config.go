@@ -83,6 +83,9 @@ type Config struct {
 	// MoveParallelism is how many moves of a plan the mover runs at once
 	// (--move-parallelism).
 	MoveParallelism int
+	// MoveRetryFor is how long the mover retries a move whose store or etcd
+	// is away before it pauses the plan (--move-retry-for).
+	MoveRetryFor time.Duration
 	// BalancerTick is how often the automatic balancer decides on the
 	// mover's leader (--balancer-tick); its policy is in the directory
 	// (slotctl auto), off by default.
@@ -120,6 +123,7 @@ func DefaultConfig() Config {
 		MaxRecvBytes:    auth.DefaultMaxRecvMsgSize,
 		ShutdownTimeout: 10 * time.Second,
 		MoveParallelism: 1,
+		MoveRetryFor:    mover.DefaultMoveRetryFor,
 		BalancerTick:    mover.DefaultBalancerTick,
 		BalanceBy:       planner.BalanceAuto,
 	}
@@ -157,6 +161,8 @@ func (c *Config) Validate() error {
 		msg = "--max-recv-bytes must not be negative"
 	case c.MoveParallelism < 1 || c.MoveParallelism > mover.MaxParallelism:
 		msg = fmt.Sprintf("--move-parallelism %d is not in 1-%d", c.MoveParallelism, mover.MaxParallelism)
+	case c.MoveRetryFor < 0:
+		msg = fmt.Sprintf("--move-retry-for %s is negative", c.MoveRetryFor)
 	case c.BalancerTick <= 0:
 		msg = "--balancer-tick must be positive, e.g. --balancer-tick 5s"
 	case func() bool { _, err := planner.ParseBalanceBy(string(c.BalanceBy)); return err != nil }():

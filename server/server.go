@@ -149,7 +149,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if !cfg.DisableMover {
 		ec := mover.ExecutorConfig{
 			Directory: s.dir, Control: ctl, Etcd: s.cli, Stores: s.pool, Name: cfg.Name, Logger: lg, Registerer: s.reg,
-			Parallelism: cfg.MoveParallelism,
+			Parallelism: cfg.MoveParallelism, MoveRetryFor: cfg.MoveRetryFor,
 		}
 		// The automatic balancer, a part of the mover's leader.
 		bal, err := mover.NewBalancer(mover.BalancerConfig{

@@ -99,11 +99,17 @@ func movedProto(planID string, m mover.PlannedMove, inFlight *directory.Move) *s
 	}
 	switch m.Status {
 	case mover.MoveDone:
-		pm.Phase = slotdv1.MovePhase_MOVE_PHASE_COMMITTED
+		pm.Phase, pm.BytesCopied = slotdv1.MovePhase_MOVE_PHASE_COMMITTED, uint64(max(m.Copied, 0))
 	case mover.MoveSkipped:
 		pm.Phase, pm.Skipped = slotdv1.MovePhase_MOVE_PHASE_COMMITTED, true
 	case mover.MoveAborted:
 		pm.Phase = slotdv1.MovePhase_MOVE_PHASE_ABORTED
+	case mover.MoveFailed:
+		pm.Phase, pm.Failed = slotdv1.MovePhase_MOVE_PHASE_ABORTED, true
+		if inFlight != nil { // resumed: running again
+			pm.Phase, pm.Failed = phaseProto(inFlight.Phase), false
+			pm.Id, pm.StartedAt = inFlight.MoveID, ts(inFlight.Started)
+		}
 	default:
 		pm.Phase = slotdv1.MovePhase_MOVE_PHASE_PENDING
 		if inFlight != nil {
@@ -127,6 +133,7 @@ func planProto(p *mover.Plan, withMoves bool, inFlight map[int]directory.Move) *
 		Progress: &slotdv1.PlanProgress{
 			Moves: uint32(pr.Moves), Done: uint32(pr.Done), Skipped: uint32(pr.Skipped), Aborted: uint32(pr.Aborted),
 			Pending: uint32(pr.Pending), Bytes: uint64(max(pr.Bytes, 0)), BytesDone: uint64(max(pr.BytesDone, 0)),
+			Failed: uint32(pr.Failed), BytesCopied: uint64(max(pr.BytesCopied, 0)),
 		},
 	}
 	for _, n := range p.Nodes {

@@ -1054,7 +1054,8 @@ type PlannedMove struct {
 	// Why the planner chose this move, e.g. "drain n3" or "fill n4 to 2731 slots".
 	Reason string    `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
 	Phase  MovePhase `protobuf:"varint,7,opt,name=phase,proto3,enum=slotd.v1.MovePhase" json:"phase,omitempty"`
-	// Progress while in flight.
+	// Key and value bytes applied on the target: while in flight, so far;
+	// once committed, what the move's transfer copied.
 	BytesCopied uint64                 `protobuf:"varint,8,opt,name=bytes_copied,json=bytesCopied,proto3" json:"bytes_copied,omitempty"`
 	StartedAt   *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	FinishedAt  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
@@ -1064,7 +1065,10 @@ type PlannedMove struct {
 	// nothing was copied (phase is COMMITTED).
 	Skipped bool `protobuf:"varint,12,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	// The plan the move belongs to (set in StatusResponse.in_flight).
-	PlanId        string `protobuf:"bytes,13,opt,name=plan_id,json=planId,proto3" json:"plan_id,omitempty"`
+	PlanId string `protobuf:"bytes,13,opt,name=plan_id,json=planId,proto3" json:"plan_id,omitempty"`
+	// The move failed and was aborted (phase is ABORTED; error says why);
+	// resuming its plan tries it again.
+	Failed        bool `protobuf:"varint,14,opt,name=failed,proto3" json:"failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1188,6 +1192,13 @@ func (x *PlannedMove) GetPlanId() string {
 		return x.PlanId
 	}
 	return ""
+}
+
+func (x *PlannedMove) GetFailed() bool {
+	if x != nil {
+		return x.Failed
+	}
+	return false
 }
 
 // NodeSpec is a node a plan adds.
@@ -1325,14 +1336,23 @@ func (x *PlanEdits) GetWeights() map[string]uint32 {
 
 // PlanProgress counts a plan's moves by outcome.
 type PlanProgress struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Moves         uint32                 `protobuf:"varint,1,opt,name=moves,proto3" json:"moves,omitempty"`
-	Done          uint32                 `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`
-	Skipped       uint32                 `protobuf:"varint,3,opt,name=skipped,proto3" json:"skipped,omitempty"`
-	Aborted       uint32                 `protobuf:"varint,4,opt,name=aborted,proto3" json:"aborted,omitempty"`
-	Pending       uint32                 `protobuf:"varint,5,opt,name=pending,proto3" json:"pending,omitempty"`
-	Bytes         uint64                 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	BytesDone     uint64                 `protobuf:"varint,7,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Moves uint32                 `protobuf:"varint,1,opt,name=moves,proto3" json:"moves,omitempty"`
+	// Read from the directory, where the transaction that ends each move
+	// writes its result: exact, never a periodic snapshot.
+	Done    uint32 `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`
+	Skipped uint32 `protobuf:"varint,3,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// Aborted for good (the plan was cancelled).
+	Aborted uint32 `protobuf:"varint,4,opt,name=aborted,proto3" json:"aborted,omitempty"`
+	Pending uint32 `protobuf:"varint,5,opt,name=pending,proto3" json:"pending,omitempty"`
+	// Estimated bytes of all moves and of the done ones (the planner's
+	// slot sizes).
+	Bytes     uint64 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	BytesDone uint64 `protobuf:"varint,7,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
+	// Failed and aborted; resuming the plan tries them again.
+	Failed uint32 `protobuf:"varint,8,opt,name=failed,proto3" json:"failed,omitempty"`
+	// Bytes the done moves' transfers copied (measured, not estimated).
+	BytesCopied   uint64 `protobuf:"varint,9,opt,name=bytes_copied,json=bytesCopied,proto3" json:"bytes_copied,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1412,6 +1432,20 @@ func (x *PlanProgress) GetBytes() uint64 {
 func (x *PlanProgress) GetBytesDone() uint64 {
 	if x != nil {
 		return x.BytesDone
+	}
+	return 0
+}
+
+func (x *PlanProgress) GetFailed() uint32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *PlanProgress) GetBytesCopied() uint64 {
+	if x != nil {
+		return x.BytesCopied
 	}
 	return 0
 }
@@ -3613,7 +3647,7 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\boperator\x18\x03 \x01(\tR\boperator\"R\n" +
 	"\x12UpdateAddrResponse\x12\"\n" +
 	"\x04node\x18\x01 \x01(\v2\x0e.slotd.v1.NodeR\x04node\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion\"\x92\x03\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"\xaa\x03\n" +
 	"\vPlannedMove\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04slot\x18\x02 \x01(\rR\x04slot\x12\x12\n" +
@@ -3630,7 +3664,8 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"finishedAt\x12\x14\n" +
 	"\x05error\x18\v \x01(\tR\x05error\x12\x18\n" +
 	"\askipped\x18\f \x01(\bR\askipped\x12\x17\n" +
-	"\aplan_id\x18\r \x01(\tR\x06planId\"`\n" +
+	"\aplan_id\x18\r \x01(\tR\x06planId\x12\x16\n" +
+	"\x06failed\x18\x0e \x01(\bR\x06failed\"`\n" +
 	"\bNodeSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -3642,7 +3677,7 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\aweights\x18\x03 \x03(\v2 .slotd.v1.PlanEdits.WeightsEntryR\aweights\x1a:\n" +
 	"\fWeightsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xbb\x01\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xf6\x01\n" +
 	"\fPlanProgress\x12\x14\n" +
 	"\x05moves\x18\x01 \x01(\rR\x05moves\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\rR\x04done\x12\x18\n" +
@@ -3651,7 +3686,9 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\apending\x18\x05 \x01(\rR\apending\x12\x14\n" +
 	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12\x1d\n" +
 	"\n" +
-	"bytes_done\x18\a \x01(\x04R\tbytesDone\"\xe0\x02\n" +
+	"bytes_done\x18\a \x01(\x04R\tbytesDone\x12\x16\n" +
+	"\x06failed\x18\b \x01(\rR\x06failed\x12!\n" +
+	"\fbytes_copied\x18\t \x01(\x04R\vbytesCopied\"\xe0\x02\n" +
 	"\vNodeBalance\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fslots_before\x18\x02 \x01(\rR\vslotsBefore\x12\x1f\n" +

@@ -154,8 +154,12 @@ func (g *globals) finishPlan(ctx context.Context, c *conn, p *slotdv1.Plan, wait
 		if end.GetCreatedAt() != nil && end.GetUpdatedAt() != nil {
 			took = formatDuration(end.GetUpdatedAt().AsTime().Sub(end.GetCreatedAt().AsTime()))
 		}
-		_, err := fmt.Fprintf(w, "plan %s done: %d moves (%d skipped), %s, %s since it was planned\n",
-			end.GetId(), pr.GetDone()+pr.GetSkipped(), pr.GetSkipped(), planBytesDone(end), took)
+		failed := ""
+		if pr.GetFailed() > 0 {
+			failed = fmt.Sprintf(", %d failed", pr.GetFailed())
+		}
+		_, err := fmt.Fprintf(w, "plan %s done: %d moves (%d skipped%s), %s, %s since it was planned\n",
+			end.GetId(), pr.GetDone()+pr.GetSkipped(), pr.GetSkipped(), failed, planBytesDone(end), took)
 		return err
 	})
 }

@@ -1,0 +1,45 @@
+// Package mover changes slot owners: it plans moves, stores plans, and
+// runs them one slot at a time (or a window of them) through the
+// single-slot protocol of DESIGN "Moving one slot", while this slotd holds
+// the cluster's mover leadership.
+//
+// One room, one job:
+//
+//	control.go    the operator's workflow: propose, submit, apply, pause,
+//	              resume, cancel, move one slot, throttle.
+//	planstore.go  plan records through the directory's plan API: their
+//	              decoded cache, retention, and the move results the
+//	              directory writes in the transaction that ends each move
+//	              (so status, cancel and rollback read exactly what
+//	              happened, never a periodic snapshot).
+//	planinput.go  the planner adapter: the table and a plan's node edits as
+//	              the planner's input (mover/planner is pure).
+//	rollback.go   the reverse of a stopped plan: it waits for the plan's
+//	              moves in flight, then reverses exactly its committed ones.
+//	leader.go     the Executor: etcd's concurrency.Election, and what runs
+//	              only while leading (the watches, the throttle, liveness,
+//	              ExecutorConfig.LeaderParts such as the balancer).
+//	scheduler.go  which move runs next: settle moves left in flight, then
+//	              a window of up to Parallelism moves of the applying plan.
+//	move.go       one move from begin to commit or abort, its retries
+//	              from the phase the directory recorded, a copy restarted
+//	              when the source lost its change capture.
+//	guard.go      an operator's pause or cancel applied to moves in flight.
+//	transfer.go   the protocol itself: copy, catch-up, fence, drain,
+//	              verify, commit.
+//	cleanup.go    asking stores to drop handed-off copies, for a while;
+//	              the stores' reconciliation is the guarantee.
+//	upgrade.go    schema 2's migration of old plan progress records.
+//	balancer.go   the automatic balancer (a LeaderPart); autodecide.go is
+//	              its pure decision.
+//
+// Usage, as server/ wires it:
+//
+//	ctl, _ := mover.NewControl(mover.ControlConfig{Directory: dir, Sizes: pool})
+//	exe, _ := mover.NewExecutor(mover.ExecutorConfig{
+//		Directory: dir, Control: ctl, Etcd: cli, Stores: pool, Name: "slotd-1",
+//	})
+//	go exe.Run(ctx) // campaigns; runs plans while it leads
+//	p, _ := ctl.Propose(ctx, mover.PlanRequest{Edits: mover.Edits{Add: []mover.NodeSpec{{ID: "n4"}}}})
+//	_, _ = ctl.Apply(ctx, p.ID, "alice")
+package mover

@@ -1,0 +1,356 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/internal/backoff"
+	"github.com/slotd/slotd/slots"
+)
+
+// The scheduler decides what runs next: moves left in flight outside an
+// applying plan are settled first, then the applying plan's pending moves
+// run, up to Parallelism at once, in a window (a move that ends makes room
+// for the next). It keeps the plan records with their results as last
+// read; the results of this leader's own moves are added as they end (the
+// directory has them already: each was written by the transaction that
+// ended the move).
+type scheduler struct {
+	// dirty says every plan record must be read again (at the start of a
+	// term); stale names the ones changed since they were read, less the
+	// executor's own writes (selfWrites counts those not yet seen).
+	dirty      atomic.Bool
+	staleMu    sync.Mutex // guards stale and selfWrites
+	stale      map[string]bool
+	selfWrites map[string]int
+
+	// recMu guards the plans' move statuses and states: the plan loop
+	// reads them while moves in flight write them.
+	recMu sync.Mutex
+	plans []*Plan // owned by the plan loop goroutine
+}
+
+func (s *scheduler) init() {
+	s.stale, s.selfWrites = map[string]bool{}, map[string]int{}
+	s.dirty.Store(true)
+}
+
+// newTerm makes the next step read every plan record again.
+func (s *scheduler) newTerm() { s.dirty.Store(true) }
+
+// planChanged notes a write of plan id seen by the watch. The executor's
+// own writes are already in its cached records: re-reading a plan of
+// thousands of moves after each of them would cost more than the moves.
+func (e *Executor) planChanged(id string) {
+	s := &e.sched
+	s.staleMu.Lock()
+	if s.selfWrites[id] > 0 {
+		s.selfWrites[id]--
+	} else {
+		s.stale[id] = true
+	}
+	s.staleMu.Unlock()
+	e.notify()
+}
+
+// planLoop runs the active plan's moves, and waits for work when there is
+// none.
+func (e *Executor) planLoop(ctx context.Context) error {
+	b := e.backoff()
+	waitingInit := false
+	for ctx.Err() == nil {
+		worked, err := e.step(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, directory.ErrNotBootstrapped) {
+			// A new cluster: nothing to move until an operator assigns the
+			// slots. Said once, not at every retry.
+			if !waitingInit {
+				waitingInit = true
+				e.lg.Info("directory not initialized; waiting for slotctl init")
+			}
+			if !backoff.SleepContext(ctx, time.Second) {
+				return nil
+			}
+			continue
+		}
+		waitingInit = false
+		if err != nil {
+			e.lg.Warn("mover step failed; retrying", "err", err)
+			if !b.Sleep(ctx) {
+				return nil
+			}
+			continue
+		}
+		b.Reset()
+		if worked {
+			continue
+		}
+		// Nothing to do: wait for a plan or throttle change, or poll now and
+		// then in case a watch event was missed across a reconnect.
+		t := time.NewTimer(2 * time.Second)
+		select {
+		case <-ctx.Done():
+		case <-e.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return nil
+}
+
+// step does one unit of work: settle a move left in flight outside an
+// applying plan, or run moves of the applying plan. It reports whether it
+// did anything.
+func (e *Executor) step(ctx context.Context) (bool, error) {
+	snap := e.latest.Load()
+	if snap == nil {
+		var err error
+		if snap, err = e.dir.Snapshot(ctx); err != nil {
+			return false, err
+		}
+	}
+	if err := e.refreshPlans(ctx); err != nil {
+		return false, err
+	}
+	byID := map[string]*Plan{}
+	var active *Plan
+	for _, p := range e.sched.plans {
+		byID[p.ID] = p
+		if applying(p.State) && active == nil {
+			active = p
+		}
+	}
+	// Moves in flight that no applying plan will resume: a previous leader
+	// died mid-move after the plan was paused or cancelled, or a move from
+	// outside any plan. Finish them if fenced (the source refuses writes
+	// already), abort them otherwise. The watched table may lag etcd: a
+	// move this executor has just committed, of a plan it has just
+	// finished, still shows there in flight. Settling that would fence the
+	// source again and mark the done move aborted, so what to settle is
+	// decided on a fresh read.
+	unowned := func(snap *directory.Snapshot) bool {
+		return slices.ContainsFunc(snap.Moves, func(mv directory.Move) bool {
+			p, ok := byID[mv.PlanID]
+			return !ok || !applying(p.State)
+		})
+	}
+	if unowned(snap) {
+		fresh, err := e.dir.Snapshot(ctx)
+		if err != nil {
+			return false, err
+		}
+		snap = fresh
+	}
+	for _, mv := range snap.Moves {
+		if p, ok := byID[mv.PlanID]; ok && applying(p.State) {
+			continue
+		}
+		return true, e.settle(ctx, snap, mv, byID[mv.PlanID])
+	}
+	if active == nil {
+		e.m.bytesRemaining.Set(0)
+		return false, nil
+	}
+	if len(active.nextN(1)) == 0 {
+		return true, e.finish(ctx, active)
+	}
+	pr := active.Progress()
+	e.m.bytesRemaining.Set(float64(max(pr.Bytes-pr.BytesDone, 0)))
+	g := e.guardPlan(ctx, active)
+	defer g.stop()
+	return true, e.runWindow(ctx, snap, active, g)
+}
+
+// windowBatch is how many moves, in units of Parallelism, runWindow starts
+// before it returns to the plan loop (which then refreshes the plans).
+const windowBatch = 16
+
+// runWindow runs the pending moves of plan p with up to Parallelism in
+// flight: a move that ends makes room for the next pending one at once.
+// (Waves, where the next Parallelism moves started when all of the
+// previous ones had ended, waited for each wave's slowest move.) It stops
+// starting moves after windowBatch*Parallelism of them, when p stops
+// applying (a move paused it, or the operator did: g halts), or when a move
+// returns an error, and returns once the moves in flight have ended.
+func (e *Executor) runWindow(ctx context.Context, snap *directory.Snapshot, p *Plan, g *planGuard) error {
+	var (
+		mu      sync.Mutex // guards running and errs
+		running = map[int]bool{}
+		errs    []error
+		wg      sync.WaitGroup
+	)
+	room := make(chan struct{}, e.cfg.Parallelism)
+	for started := 0; started < windowBatch*e.cfg.Parallelism; started++ {
+		room <- struct{}{} // blocks while Parallelism moves are in flight
+		i := -1
+		mu.Lock()
+		e.sched.recMu.Lock() // moves write p's statuses and state under it
+		if len(errs) == 0 && applying(p.State) && !g.halted.Load() && ctx.Err() == nil {
+			// A failed move is runnable again once its plan is resumed;
+			// the one failing now stays running until it paused the plan.
+			for k, m := range p.Moves {
+				if m.Status.runnable() && !running[k] {
+					i = k
+					break
+				}
+			}
+		}
+		e.sched.recMu.Unlock()
+		if i >= 0 {
+			running[i] = true
+		}
+		mu.Unlock()
+		if i < 0 {
+			break
+		}
+		// A later move checks the table on the newest one watched.
+		at := snap
+		if l := e.latest.Load(); l != nil && l.Version > at.Version {
+			at = l
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := e.runMove(ctx, at, p, i, g)
+			mu.Lock()
+			delete(running, i)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			mu.Unlock()
+			<-room
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// refreshPlans brings the cached plan records up to date: all of them at
+// the start of a term, else only those written by someone else since.
+func (e *Executor) refreshPlans(ctx context.Context) error {
+	s := &e.sched
+	if s.dirty.Swap(false) || s.plans == nil {
+		s.staleMu.Lock()
+		clear(s.stale)
+		clear(s.selfWrites)
+		s.staleMu.Unlock()
+		plans, err := e.ctl.List(ctx)
+		if err != nil {
+			s.dirty.Store(true)
+			return err
+		}
+		s.plans = plans
+		return nil
+	}
+	s.staleMu.Lock()
+	ids := make([]string, 0, len(s.stale))
+	for id := range s.stale {
+		ids = append(ids, id)
+	}
+	clear(s.stale)
+	s.staleMu.Unlock()
+	for _, id := range ids {
+		p, err := e.ctl.Get(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			s.plans = slices.DeleteFunc(s.plans, func(q *Plan) bool { return q.ID == id })
+			continue
+		}
+		if err != nil {
+			s.staleMu.Lock()
+			s.stale[id] = true
+			s.staleMu.Unlock()
+			return err
+		}
+		if i := slices.IndexFunc(s.plans, func(q *Plan) bool { return q.ID == id }); i >= 0 {
+			s.plans[i] = p
+		} else {
+			s.plans = append(s.plans, p)
+			slices.SortStableFunc(s.plans, func(a, b *Plan) int { return a.Created.Compare(b.Created) })
+		}
+	}
+	return nil
+}
+
+// finish marks an applying plan with nothing left to run as done (its
+// results are this leader's, read at the start of its term and kept since).
+func (e *Executor) finish(ctx context.Context, p *Plan) error {
+	err := e.setState(ctx, p, func(q *Plan) directory.Run {
+		if q.State != StateApplying {
+			return directory.RunKeep
+		}
+		q.State = StateDone
+		return directory.RunStop
+	})
+	if err == nil {
+		pr := p.Progress()
+		e.lg.Info("plan done", "plan", p.ID, "moves", pr.Done, "skipped", pr.Skipped, "bytes_copied", pr.BytesCopied)
+	}
+	return err
+}
+
+// recordMove notes move i's result in the cached plan, for the scheduler.
+func (e *Executor) recordMove(p *Plan, i int, st MoveStatus, msg string, copied int64) {
+	if p == nil || i < 0 || i >= len(p.Moves) {
+		return
+	}
+	e.sched.recMu.Lock()
+	defer e.sched.recMu.Unlock()
+	m := &p.Moves[i]
+	m.Status, m.Error, m.Copied, m.Finished = st, msg, copied, time.Now().UTC()
+}
+
+// skipped records move i of p as skipped, saying why: no transaction of a
+// move writes that.
+func (e *Executor) skipped(ctx context.Context, p *Plan, i int, slot slots.Slot, why string) error {
+	err := e.dir.RecordResult(ctx, p.ID, directory.MoveResult{Index: i, Slot: slot.Int(), Status: directory.ResultSkipped, Error: why})
+	if err != nil {
+		return err
+	}
+	e.m.moves.WithLabelValues(string(MoveSkipped)).Inc()
+	e.lg.Info("move skipped", "plan", p.ID, "slot", slot.Int(), "reason", why)
+	e.recordMove(p, i, MoveSkipped, why, 0)
+	return nil
+}
+
+// setState rewrites plan p's record with edit, which also says what
+// becomes of its run key, and keeps the cached p in step.
+func (e *Executor) setState(ctx context.Context, p *Plan, edit func(q *Plan) directory.Run) error {
+	s := &e.sched
+	s.staleMu.Lock()
+	s.selfWrites[p.ID]++
+	s.staleMu.Unlock()
+	err := e.ctl.updateRun(ctx, p.ID, func(q *Plan) (directory.Run, error) { return edit(q), nil })
+	if err != nil {
+		// The write may not have happened: read the plan again.
+		s.staleMu.Lock()
+		s.selfWrites[p.ID] = 0
+		s.stale[p.ID] = true
+		s.staleMu.Unlock()
+		return err
+	}
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	q := p.clone()
+	edit(q)
+	p.State, p.Error = q.State, q.Error
+	return nil
+}
+
+// pausePlan pauses an applying plan on its own, saying why.
+func (e *Executor) pausePlan(ctx context.Context, p *Plan, reason string) error {
+	e.lg.Warn("pausing plan", "plan", p.ID, "reason", reason)
+	return e.setState(ctx, p, func(q *Plan) directory.Run {
+		if q.State != StateApplying {
+			return directory.RunKeep
+		}
+		q.State, q.Error = StatePaused, reason
+		return directory.RunStop
+	})
+}
