@@ -41,23 +41,20 @@ type cleaner struct {
 
 	mu    sync.Mutex // guards queue
 	queue []cleanup
-	wake  chan struct{}
 }
 
 func newCleaner(stores *StorePool, lg *slog.Logger) *cleaner {
-	return &cleaner{stores: stores, lg: lg, wake: make(chan struct{}, 1)}
+	return &cleaner{stores: stores, lg: lg}
 }
 
-// add queues c for the running Run.
+// add queues c for the running Run, which works the queue in batches
+// (a rebalance commits hundreds of moves a second; a pass per commit
+// would retry every waiting drop each time).
 func (cl *cleaner) add(c cleanup) {
 	c.until = time.Now().Add(cleanupFor)
 	cl.mu.Lock()
 	cl.queue = append(cl.queue, c)
 	cl.mu.Unlock()
-	select {
-	case cl.wake <- struct{}{}:
-	default:
-	}
 }
 
 // Run works the queue until ctx is done, then forgets what is left.
@@ -73,7 +70,6 @@ func (cl *cleaner) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-cl.wake:
 		case <-t.C:
 		}
 		cl.mu.Lock()
