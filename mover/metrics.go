@@ -18,7 +18,7 @@ type metrics struct {
 	cutover        prometheus.Histogram
 	leader         prometheus.Gauge
 	nodeSlots      *prometheus.GaugeVec
-	slotRatio       *prometheus.GaugeVec
+	slotRatio      *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
