@@ -49,7 +49,6 @@ type Server struct {
 	pool      *mover.StorePool
 	exe       *mover.Executor // nil with DisableMover
 	autoLoad  *autoLoad       // the balancer's view of the service's load aggregate
-	bal       *mover.Balancer // nil with DisableMover
 	svc       *service.Service
 	az        *auth.Authorizer
 	clusterID string
@@ -151,14 +150,15 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			Directory: s.dir, Control: ctl, Etcd: s.cli, Stores: s.pool, Name: cfg.Name, Logger: lg, Registerer: s.reg,
 			Parallelism: cfg.MoveParallelism, MoveRetryFor: cfg.MoveRetryFor,
 		}
-		// The automatic balancer, a part of the mover's leader.
+		// The automatic balancer, a part of the mover's leader: it runs only
+		// while this slotd leads, with the leader's context.
 		bal, err := mover.NewBalancer(mover.BalancerConfig{
 			Directory: s.dir, Control: ctl, Name: cfg.Name, Tick: cfg.BalancerTick, Load: s.autoLoad, Logger: lg, Registerer: s.reg,
 		})
 		if err != nil {
 			return nil, err
 		}
-		s.bal = bal
+		ec.LeaderParts = append(ec.LeaderParts, bal)
 		if cfg.TuneMover != nil {
 			cfg.TuneMover(&ec)
 		}
@@ -299,10 +299,6 @@ func (s *Server) run(ctx context.Context) error {
 	g.Go(func() error { return ignoreCanceled(s.svc.Run(hubCtx)) })
 	if s.exe != nil {
 		g.Go(func() error { return s.exe.Run(exeCtx) })
-		// The balancer runs only while this slotd leads the mover.
-		g.Go(func() error {
-			return ignoreCanceled(mover.RunWhileLeading(exeCtx, s.exe.IsLeader, time.Second, s.bal))
-		})
 	}
 	g.Go(func() error {
 		// A stop that comes before Serve starts is still a clean stop.
