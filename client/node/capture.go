@@ -385,6 +385,9 @@ func (n *Node) StartCapture(ctx context.Context, s slots.Slot, moveID string) (s
 	if n.closed.Load() {
 		return 0, ErrClosed
 	}
+	// Below, the import progress of an owned slot may go: the takeover
+	// must have seen the slot arrive with it first (takeover.go).
+	n.lookAtMap()
 	// Take the slot lock so no write is half-way between Apply and the log.
 	mu := &n.slotMu[s.Int()]
 	mu.Lock()

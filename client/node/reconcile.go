@@ -225,6 +225,9 @@ func (n *Node) act(ctx context.Context, s slots.Slot, f *finding, version uint64
 
 // forgetImport forgets the import progress of slot s if it is still moveID's.
 func (n *Node) forgetImport(s slots.Slot, moveID string) (bool, error) {
+	// The import progress is what tells the takeover that the slot came
+	// by a move: it must have looked at the map that gave the slot first.
+	n.lookAtMap()
 	mu := &n.slotMu[s.Int()]
 	mu.Lock()
 	defer mu.Unlock()

@@ -324,3 +324,28 @@ func TestGainedWithoutImportStartsEmpty(t *testing.T) {
 		t.Fatalf("read of the imported slot: %v", err)
 	}
 }
+
+// TestImportedSlotSurvivesForgetting: a slot that came by an import keeps
+// its data even when reconciliation forgets the import's progress before
+// the takeover's own look at the new map (the progress is what says the
+// slot came by a move).
+func TestImportedSlotSurvivesForgetting(t *testing.T) {
+	ctx := context.Background()
+	r := newRecNode(t)
+	s := slots.MustNew(60)
+	r.m.Set("b", "127.0.0.1:2", s)
+	r.n.checkGained(r.m.Version())
+	if _, _, err := r.n.ImportSnapshot(ctx, s, "m1", SnapshotBatch{BatchSeq: 1, Entries: []Entry{{Key: keyIn(s), Value: []byte("moved")}}, Done: true}); err != nil {
+		t.Fatal(err)
+	}
+	r.m.Set("a", "127.0.0.1:1", s) // the commit
+	r.pass(t)
+	r.clock.Advance(DefaultReconcileGrace)
+	if got := r.pass(t); got != 1 {
+		t.Fatalf("%d actions, want 1 (forget the import)", got)
+	}
+	r.n.checkGained(r.m.Version())
+	if err := r.n.CheckRead(keyIn(s)); err != nil || r.empty(s) || r.n.Dropping(s) {
+		t.Fatalf("imported slot after its import was forgotten: read %v, empty %v, dropping %v", err, r.empty(s), r.n.Dropping(s))
+	}
+}

@@ -112,6 +112,16 @@ func (n *Node) clearOld(s slots.Slot) {
 	n.lg.Warn("slot gained without an import holds an old copy; clearing it before serving the slot empty", "slot", s.Int())
 }
 
+// lookAtMap runs checkGained on the current map. Call it before removing
+// the import progress of a slot this node owns (and never under a slot's
+// lock): a gain it has not looked at yet would otherwise be taken for one
+// without an import, and the imported data cleared.
+func (n *Node) lookAtMap() {
+	if m := n.wholeMap(); m != nil {
+		n.checkGained(m.Version())
+	}
+}
+
 // runTakeover looks at the map every takeoverTick until ctx is done, so
 // that the map a gain is compared with is recent even when no request
 // comes.
