@@ -56,7 +56,9 @@ func TestErrPollsUntilNil(t *testing.T) {
 
 func TestTimeoutFailsWithTheLastError(t *testing.T) {
 	f := &fatalTB{TB: t}
-	if !failed(func() { ErrEvery(f, 0, time.Millisecond, "the thing", func() error { return errors.New("still broken") }) }) {
+	if !failed(func() {
+		ErrEvery(f, 0, time.Millisecond, "the thing", func() error { return errors.New("still broken") })
+	}) {
 		t.Fatal("ErrEvery did not fail after its bound")
 	}
 	if !strings.Contains(f.msg, "the thing") || !strings.Contains(f.msg, "still broken") {

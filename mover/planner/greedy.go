@@ -223,38 +223,6 @@ func (b *balancer) lightness(s int) float64 {
 	return (b.sl[s][dimBytes] / b.total[dimBytes]) / (b.sl[s][dimOps]/b.total[dimOps] + 1e-9)
 }
 
-// hottest returns up to k pool nodes with the highest heat (ties: lower index).
-func (b *balancer) hottest(pool []int, k int) []int {
-	out := make([]int, 0, k)
-	for _, i := range pool {
-		out = insertTop(out, i, k, func(x, y int) bool {
-			hx, hy := b.heat(x), b.heat(y)
-			return hx > hy || (hx == hy && x < y)
-		})
-	}
-	return out
-}
-
-// takers returns the coldest pool nodes in each balanced dimension.
-func (b *balancer) takers(pool []int) []int {
-	var out []int
-	for _, d := range b.dims {
-		var top []int
-		for _, i := range pool {
-			top = insertTop(top, i, topTakers, func(x, y int) bool {
-				rx, ry := b.ratio(x, d), b.ratio(y, d)
-				return rx < ry || (rx == ry && x < y)
-			})
-		}
-		for _, i := range top {
-			if !slices.Contains(out, i) {
-				out = append(out, i)
-			}
-		}
-	}
-	return out
-}
-
 // insertTop keeps top sorted by first, at most k long, with x inserted.
 func insertTop(top []int, x, k int, first func(a, b int) bool) []int {
 	pos := sort.Search(len(top), func(j int) bool { return first(x, top[j]) })
