@@ -184,14 +184,6 @@ func (p *Plan) Progress() Progress {
 	return pr
 }
 
-// next returns the index of the first pending move, or -1.
-func (p *Plan) next() int {
-	if w := p.nextN(1); len(w) > 0 {
-		return w[0]
-	}
-	return -1
-}
-
 // nextN returns the indexes of the first n pending moves, in plan order.
 func (p *Plan) nextN(n int) []int {
 	var out []int
