@@ -13,6 +13,7 @@ import (
 
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/waitfor"
+	"github.com/slotd/slotd/slots"
 )
 
 // setPolicy edits the stored auto policy or fails the test.
@@ -240,5 +241,49 @@ func TestBalancerBacksOff(t *testing.T) {
 	}
 	if st.Failures != 2 || st.DecisionKind != string(AutoBackoff) || !strings.Contains(st.Decision, "backing off 2m (failure 2)") {
 		t.Fatalf("stored state %+v", st)
+	}
+}
+
+// TestBalancerPlanIsReversible: an automatic plan is an ordinary plan, so
+// an operator rolls it back like any other; the rollback is an operator's
+// action, so the balancer waits a whole interval before planning again.
+func TestBalancerPlanIsReversible(t *testing.T) {
+	c := newCluster(t, 3)
+	c.startExecutor("m1")
+	b, err := NewBalancer(BalancerConfig{Directory: c.dir, Control: c.ctl, Name: "s1", Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.addNode("n4")
+	setPolicy(t, c, func(p *directory.AutoPolicy) { p.Enabled, p.Interval, p.Window, p.BudgetMoves = true, 0, 0, 4 })
+	d, err := b.Tick(c.ctx)
+	if err != nil || d.Kind != AutoPlan {
+		t.Fatalf("decided %s (%q), %v; want a plan", d.Kind, d.Reason, err)
+	}
+	st, _, err := c.dir.AutoState(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auto := c.waitPlan(st.LastPlan, StateDone)
+	rb, err := c.ctl.Rollback(c.ctx, auto.ID, "alice", "undo the automatic fill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitPlan(rb.ID, StateDone)
+	snap, err := c.dir.Snapshot(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := snap.Counts()["n4"]; n != 0 {
+		t.Fatalf("n4 owns %d slots after the rollback of %s", n, auto.ID)
+	}
+	for _, m := range auto.Moves {
+		if got := snap.Owner(slots.MustNew(m.Slot)); got != m.From {
+			t.Fatalf("slot %d owned by %s after the rollback, want %s", m.Slot, got, m.From)
+		}
+	}
+	setPolicy(t, c, func(p *directory.AutoPolicy) { p.Interval, p.BudgetMoves = time.Hour, 0 })
+	if d, err = b.Tick(c.ctx); err != nil || d.Kind != AutoWaiting || !strings.Contains(d.Reason, "an operator's action") {
+		t.Fatalf("after the rollback: %s (%q), %v; want waiting out the interval after an operator's action", d.Kind, d.Reason, err)
 	}
 }
