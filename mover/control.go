@@ -291,7 +291,7 @@ func (c *Control) Apply(ctx context.Context, id, operator string) (*Plan, error)
 	}
 	i := slices.IndexFunc(plans, func(q *Plan) bool { return q.ID == id })
 	if i < 0 {
-		return nil, fmt.Errorf("apply: %w: no plan %q; list plans with slotctl status", ErrNotFound, id)
+		return nil, fmt.Errorf("apply: %w: no plan %q; list plans with slotctl plans list", ErrNotFound, id)
 	}
 	p := plans[i]
 	if p.State != StateProposed {

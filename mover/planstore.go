@@ -153,7 +153,7 @@ func (c *Control) Get(ctx context.Context, id string) (*Plan, error) {
 	b, err := c.dir.Plan(ctx, id)
 	if err != nil {
 		if errors.Is(err, directory.ErrNotFound) || errors.Is(err, directory.ErrInvalid) {
-			return nil, fmt.Errorf("%w: no plan %q; list plans with slotctl status", ErrNotFound, id)
+			return nil, fmt.Errorf("%w: no plan %q; list plans with slotctl plans list", ErrNotFound, id)
 		}
 		return nil, err
 	}

@@ -43,8 +43,9 @@ func newPlansListCmd(g *globals) *cobra.Command {
 		Short: "Every kept plan, newest first: state, moves done/skipped/failed, bytes, who, why, when, how long",
 		Long: `plans list shows every plan slotd keeps, finished ones included: its state,
 how many moves committed, were skipped (the slot was already there) and
-failed, the bytes copied beside the planner's estimate (~), who applied it and
-why, when it was planned and how long it has run.`,
+failed (a resume tries them again), the bytes the transfers copied beside the
+planner's estimate (~), who applied it and why, when it was planned and how
+long it has run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withConn(cmd.Context(), func(ctx context.Context, c *conn) error {
@@ -110,7 +111,8 @@ node edits and every move with its outcome. -o json prints the plan form
 func printPlanDetail(w io.Writer, p *slotdv1.Plan) error {
 	pr := p.GetProgress()
 	fmt.Fprintf(w, "plan %s %s (base version %d)\n", p.GetId(), planState(p.GetState()), p.GetBaseVersion())
-	fmt.Fprintf(w, "moves: %d, done %d, skipped %d, failed %d, pending %d\n", pr.GetMoves(), pr.GetDone(), pr.GetSkipped(), planFailed(p), pr.GetPending())
+	fmt.Fprintf(w, "moves: %d, done %d, skipped %d, failed %d, aborted %d, pending %d\n", pr.GetMoves(), pr.GetDone(), pr.GetSkipped(),
+		planFailed(p), pr.GetAborted(), pr.GetPending())
 	fmt.Fprintf(w, "bytes: %s copied, ~%s estimated\n", planCopied(p), formatBytes(p.GetTotalBytes()))
 	fmt.Fprintf(w, "operator: %s; reason: %s\n", orDash(p.GetOperator()), orDash(p.GetReason()))
 	fmt.Fprintf(w, "planned %s, updated %s, took %s\n", formatTime(p.GetCreatedAt()), formatTime(p.GetUpdatedAt()), planTook(p))
@@ -141,8 +143,11 @@ func printPlanDetail(w io.Writer, p *slotdv1.Plan) error {
 	t := newTable(w, "SLOT", "FROM", "TO", "OUTCOME", "COPIED", "ESTIMATED", "STARTED", "FINISHED", "REASON")
 	for _, m := range p.GetMoves() {
 		outcome := movePhase(m.GetPhase())
-		if m.GetSkipped() {
+		switch {
+		case m.GetSkipped():
 			outcome = "skipped"
+		case m.GetFailed():
+			outcome = "failed"
 		}
 		if e := m.GetError(); e != "" {
 			outcome += ": " + e
@@ -157,16 +162,14 @@ func printPlanDetail(w io.Writer, p *slotdv1.Plan) error {
 	return t.flush()
 }
 
-// planFailed counts the plan's moves that failed (were aborted).
-func planFailed(p *slotdv1.Plan) uint32 { return p.GetProgress().GetAborted() }
+// planFailed counts the plan's moves that failed (a resume tries them
+// again).
+func planFailed(p *slotdv1.Plan) uint32 { return p.GetProgress().GetFailed() }
 
-// planCopied is the bytes the plan's transfers copied, as measured; "-"
-// when slotd reports none.
+// planCopied is the bytes the plan's done moves' transfers copied, as
+// measured; "-" when none did.
 func planCopied(p *slotdv1.Plan) string {
-	var n uint64
-	for _, m := range p.GetMoves() {
-		n += m.GetBytesCopied()
-	}
+	n := p.GetProgress().GetBytesCopied()
 	if n == 0 {
 		return "-"
 	}

@@ -117,3 +117,38 @@ func TestPlanBalanceByFlags(t *testing.T) {
 		t.Fatalf("--max-moves 3: %d moves", len(p.Moves))
 	}
 }
+
+// TestPlansShowCopied: a finished plan shows the bytes its transfers
+// copied beside the planner's estimate (measured, from each move's result),
+// in the list (no moves needed) and per move.
+func TestPlansShowCopied(t *testing.T) {
+	s := startSlotd(t, true)
+	a, b := startKV(t, "n1", s.addr), startKV(t, "n2", s.addr)
+	s.ok(t, "init", "--node", "n1="+a, "--node", "n2="+b, "--vnodes", "8")
+	s.settle(t)
+	fill(t, a, 20)
+	fill(t, b, 20)
+	var l []lookupJSON
+	decode(t, s.ok(t, "lookup", "key:0", "-o", "json"), &l)
+	to := map[string]string{"n1": "n2", "n2": "n1"}[l[0].Owner]
+	if out := s.ok(t, "move", itoa(l[0].Slot), "--to", to, "--wait"); !strings.Contains(out, "1 moves (0 skipped), 1.0 KiB copied, ") {
+		t.Fatalf("move --wait done line without measured bytes:\n%s", out)
+	}
+	var list struct {
+		Plans []struct {
+			ID       string
+			Progress struct {
+				Done        uint32 `json:"done"`
+				BytesCopied string `json:"bytes_copied"`
+			}
+		}
+	}
+	decode(t, s.ok(t, "plans", "list", "-o", "json"), &list)
+	if len(list.Plans) != 1 || list.Plans[0].Progress.BytesCopied == "0" || list.Plans[0].Progress.Done != 1 {
+		t.Fatalf("plans list: %+v", list.Plans)
+	}
+	out := s.ok(t, "plans", "show", list.Plans[0].ID)
+	if strings.Contains(out, "bytes: - copied") || !strings.Contains(out, "committed") {
+		t.Fatalf("plans show:\n%s", out)
+	}
+}

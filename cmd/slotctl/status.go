@@ -197,10 +197,16 @@ func planProgressLine(p *slotdv1.Plan) string {
 	if pr.GetSkipped() > 0 {
 		fmt.Fprintf(&b, " (%d skipped)", pr.GetSkipped())
 	}
+	if pr.GetFailed() > 0 {
+		fmt.Fprintf(&b, ", %d failed", pr.GetFailed())
+	}
 	if pr.GetAborted() > 0 {
 		fmt.Fprintf(&b, ", %d aborted", pr.GetAborted())
 	}
-	fmt.Fprintf(&b, ", ~%s of ~%s", formatBytes(pr.GetBytesDone()), formatBytes(pr.GetBytes()))
+	if c := pr.GetBytesCopied(); c > 0 {
+		fmt.Fprintf(&b, ", %s copied", formatBytes(c))
+	}
+	fmt.Fprintf(&b, ", ~%s of ~%s estimated", formatBytes(pr.GetBytesDone()), formatBytes(pr.GetBytes()))
 	if e := p.GetError(); e != "" {
 		fmt.Fprintf(&b, "; error: %s", e)
 	}

@@ -112,6 +112,8 @@ func paceOf(plan *slotdv1.Plan, origin, now time.Time) pace {
 		}
 		out.copied += m.GetBytesCopied()
 	}
+	// Without moves (a plan list), the done moves' total.
+	out.copied = max(out.copied, pr.GetBytesCopied())
 	out.elapsed = now.Sub(first)
 	out.estimate = out.copied == 0
 	done, total := pr.GetDone()+pr.GetSkipped()+pr.GetAborted(), pr.GetMoves()
