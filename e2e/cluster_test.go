@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,9 +55,10 @@ type cluster struct {
 	weights map[string]uint32
 	opts    clusterOpts
 
-	conns map[string]*grpc.ClientConn // by address, closed at cleanup
-	sdk   *client.Client
-	kv    *kvclient.Client
+	connMu sync.Mutex                  // guards conns: checks poll from their own goroutines
+	conns  map[string]*grpc.ClientConn // by address, closed at cleanup
+	sdk    *client.Client
+	kv     *kvclient.Client
 }
 
 func newCluster(t *testing.T, o clusterOpts) *cluster {
@@ -99,6 +101,8 @@ func (c *cluster) close() {
 	if c.sdk != nil {
 		c.sdk.Close()
 	}
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
 	for _, conn := range c.conns {
 		conn.Close()
 	}
@@ -205,6 +209,8 @@ func (c *cluster) ctx() context.Context {
 }
 
 func (c *cluster) conn(addr string) *grpc.ClientConn {
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
 	if conn, ok := c.conns[addr]; ok {
 		return conn
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/migrations"
 )
 
@@ -72,9 +73,16 @@ func TestFailNode(t *testing.T) {
 			break
 		}
 	}
-	if _, err := slotdv1.NewLoadClient(dial(t, srv.addr())).Report(ctx, &slotdv1.LoadReport{NodeId: "c", Version: before.Version, Slots: cReport}); err != nil {
-		t.Fatalf("load report: %v", err)
-	}
+	// The replica takes reports once its map hub has a map (Unavailable
+	// until then); anything else is a refusal.
+	lc := slotdv1.NewLoadClient(dial(t, srv.addr()))
+	waitfor.Err(t, 20*time.Second, "load report taken", func() error {
+		_, err := lc.Report(ctx, &slotdv1.LoadReport{NodeId: "c", Version: before.Version, Slots: cReport})
+		if status.Code(err) != codes.Unavailable && err != nil {
+			t.Fatalf("load report: %v", err)
+		}
+		return err
+	})
 	// a and b heartbeat; c went silent: the liveness pass marks it down.
 	for _, id := range []string{"a", "b"} {
 		if err := d.Heartbeat(ctx, id); err != nil {
