@@ -22,6 +22,9 @@ var (
 	// does not allow it (slot not stable, owner mismatch, target draining
 	// or down, node still owns slots, ...).
 	ErrPrecondition = errors.New("directory: precondition failed")
+	// ErrPlanNotRunning: a move of a plan whose run key is gone (paused,
+	// cancelled or finished) may not begin. It is an ErrPrecondition.
+	ErrPlanNotRunning = fmt.Errorf("%w: plan not running", ErrPrecondition)
 	// ErrNotBootstrapped: the slot table has not been created yet; run
 	// Bootstrap first.
 	ErrNotBootstrapped = errors.New("directory: not bootstrapped")

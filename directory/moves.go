@@ -56,7 +56,7 @@ func (d *Directory) BeginMove(ctx context.Context, spec MoveSpec) (*Move, error)
 		}
 		if spec.PlanID != "" {
 			if !st.runs[spec.PlanID] {
-				return fmt.Errorf("%w: plan %s is not running (paused, cancelled or finished): none of its moves may begin", ErrPrecondition, spec.PlanID)
+				return fmt.Errorf("%w: plan %s is paused, cancelled or finished: none of its moves may begin", ErrPlanNotRunning, spec.PlanID)
 			}
 			m.needRun(spec.PlanID)
 		}

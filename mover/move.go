@@ -113,8 +113,14 @@ func (e *Executor) begin(ctx context.Context, p *Plan, i int, slot slots.Slot, i
 	if !errors.Is(err, directory.ErrPrecondition) && !errors.Is(err, directory.ErrNotFound) && !errors.Is(err, directory.ErrInvalid) {
 		return nil, false, err // etcd away: the plan loop retries the step
 	}
-	// Paused or cancelled since the plan was read: its run key is gone, and
-	// the guard will see the new state.
+	// Paused or cancelled since the plan was read: its run key was gone
+	// when the move was to begin. Stop starting moves of this window and
+	// let the next step decide on the plan as it is then: an operator's
+	// resume may have come since, and pausing the plan here would undo it.
+	if errors.Is(err, directory.ErrPlanNotRunning) {
+		g.halted.Store(true)
+		return nil, true, nil
+	}
 	if running, rerr := e.dir.Running(ctx, p.ID); rerr == nil && !running {
 		g.halted.Store(true)
 		return nil, true, nil
