@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/slotd/slotd/api/redirect"
 	"github.com/slotd/slotd/e2e/harness"
 	"github.com/slotd/slotd/slotkv/kvpb"
 	"github.com/slotd/slotd/slots"
@@ -144,6 +145,11 @@ func TestDashboardAndAlertMetricsExported(t *testing.T) {
 		_, err := c.kvAt(c.h.Addr(otherNode(c, 0, ids))).Get(c.ctx(), &kvpb.GetRequest{Key: []byte(key)})
 		if err == nil {
 			return errors.New("the non-owner answered")
+		}
+		// Any other failure (the node not serving its map yet, a deadline
+		// on a loaded machine) counts no redirect: ask again.
+		if _, ok := redirect.FromError(err); !ok {
+			return fmt.Errorf("no redirect yet: %w", err)
 		}
 		return nil
 	})
