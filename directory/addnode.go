@@ -45,15 +45,10 @@ func (d *Directory) AddNode(ctx context.Context, n Node) (*Node, bool, error) {
 			out = old.node()
 			return nil
 		}
-		idx, ok := st.freeIndex()
-		if !ok {
-			return fmt.Errorf("%w: %d nodes are registered, the most the table can index", ErrPrecondition, maxNodes)
+		rec, err := d.insertNode(st, m, n)
+		if err != nil {
+			return err
 		}
-		now := d.cfg.Now().UTC()
-		rec := &nodeRec{ID: n.ID, Index: idx, Addr: n.Addr, Zone: n.Zone, Weight: n.Weight, StateSince: now, Registered: now}
-		st.nodes[n.ID] = rec
-		m.node(n.ID)
-		m.change = Change{Kind: ChangeNodeRegister, Node: n.ID, Reason: fmt.Sprintf("addr %s zone %q weight %d", n.Addr, n.Zone, n.Weight)}
 		out, added = rec.node(), true
 		return nil
 	})

@@ -30,15 +30,10 @@ func (d *Directory) RegisterNode(ctx context.Context, n Node) (*Node, error) {
 			out = old.node()
 			return nil
 		}
-		idx, ok := st.freeIndex()
-		if !ok {
-			return fmt.Errorf("%w: %d nodes are registered, the most the table can index", ErrPrecondition, maxNodes)
+		rec, err := d.insertNode(st, m, n)
+		if err != nil {
+			return err
 		}
-		now := d.cfg.Now().UTC()
-		rec := &nodeRec{ID: n.ID, Index: idx, Addr: n.Addr, Zone: n.Zone, Weight: n.Weight, StateSince: now, Registered: now}
-		st.nodes[n.ID] = rec
-		m.node(n.ID)
-		m.change = Change{Kind: ChangeNodeRegister, Node: n.ID, Reason: fmt.Sprintf("addr %s zone %q weight %d", n.Addr, n.Zone, n.Weight)}
 		out = rec.node()
 		return nil
 	})
@@ -165,4 +160,18 @@ func (d *Directory) RemoveNode(ctx context.Context, id, reason, by string) (uint
 		m.change = Change{Kind: ChangeNodeRemove, Node: id, Reason: reason, By: by}
 		return nil
 	})
+}
+
+// insertNode registers n, new to st, at a free index, as m's change.
+func (d *Directory) insertNode(st *state, m *mutation, n Node) (*nodeRec, error) {
+	idx, ok := st.freeIndex()
+	if !ok {
+		return nil, fmt.Errorf("%w: %d nodes are registered, the most the table can index", ErrPrecondition, maxNodes)
+	}
+	now := d.cfg.Now().UTC()
+	rec := &nodeRec{ID: n.ID, Index: idx, Addr: n.Addr, Zone: n.Zone, Weight: n.Weight, StateSince: now, Registered: now}
+	st.nodes[n.ID] = rec
+	m.node(n.ID)
+	m.change = Change{Kind: ChangeNodeRegister, Node: n.ID, Reason: fmt.Sprintf("addr %s zone %q weight %d", n.Addr, n.Zone, n.Weight)}
+	return rec, nil
 }
