@@ -12,7 +12,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 STATICCHECK_VERSION := v0.8.2
 TOOLS := $(CURDIR)/bin/tools
 
-.PHONY: chromium all build test lint staticcheck bench bench-compare e2e demo proto tools fuzz fuzz-short help clean certs hooks promtool rules
+.PHONY: chromium all build test lint staticcheck bench bench-compare e2e demo proto tools fuzz fuzz-short help clean certs hooks promtool rules redis
 
 all: build
 
@@ -64,8 +64,14 @@ fuzz: ## every Fuzz* target for 1m each (FUZZTIME=10m for a longer hunt)
 bench: ## run the Go benchmarks; output is benchstat input
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 90m ./... | tee bench.txt
 
-bench-compare: build ## side-by-side benchmarks against peer libraries and Redis Cluster (issue 10): writes bench/RESULTS.md, ~8 min
+bench-compare: build redis ## side-by-side benchmarks against peer libraries and Redis Cluster (issue 10): writes bench/RESULTS.md, ~8 min
 	cd bench && GO=$(GO) ./compare.sh
+
+redis: ## install Debian's redis-server and redis-tools (the peer of bench-compare) when missing
+	@command -v redis-server >/dev/null && command -v redis-cli >/dev/null || { \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=300 redis-server redis-tools || \
+		{ apt-get -o DPkg::Lock::Timeout=300 update && apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=300 redis-server redis-tools; }; }
 
 tools: ## install protoc (Debian protobuf-compiler) and the pinned Go generators into bin/tools
 	@command -v protoc >/dev/null || { apt-get install -y protobuf-compiler || { apt-get update && apt-get install -y protobuf-compiler; }; }
