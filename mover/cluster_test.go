@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	slotdv1 "github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/etcdtest"
@@ -86,6 +87,56 @@ type cluster struct {
 	nodes map[string]*kvNode
 	wg    sync.WaitGroup
 	stops []func()
+	// onExport, if set, sees every Export stream a node serves: its
+	// start (once the request is read) and its end.
+	onExport atomic.Pointer[func(node string, slot uint32, start bool)]
+}
+
+// exportStream tells onExport that an Export stream started, once its
+// request is read, and ended, when its last batch is sent (before the
+// mover can have it) or the handler returns.
+type exportStream struct {
+	grpc.ServerStream
+	f             func(node string, slot uint32, start bool)
+	node          string
+	slot          uint32
+	started, done bool
+}
+
+func (s *exportStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if r, ok := m.(*slotdv1.ExportRequest); ok && err == nil && !s.started {
+		s.slot, s.started = r.Slot, true
+		s.f(s.node, r.Slot, true)
+	}
+	return err
+}
+
+func (s *exportStream) SendMsg(m any) error {
+	if b, ok := m.(*slotdv1.ExportBatch); ok && b.Done {
+		s.end()
+	}
+	return s.ServerStream.SendMsg(m)
+}
+
+func (s *exportStream) end() {
+	if s.started && !s.done {
+		s.done = true
+		s.f(s.node, s.slot, false)
+	}
+}
+
+// watchExports is node id's stream interceptor calling onExport.
+func (c *cluster) watchExports(id string) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		f := c.onExport.Load()
+		if f == nil || info.FullMethod != slotdv1.Store_Export_FullMethodName {
+			return handler(srv, ss)
+		}
+		es := &exportStream{ServerStream: ss, f: *f, node: id}
+		defer es.end()
+		return handler(srv, es)
+	}
 }
 
 func newCluster(t *testing.T, n int) *cluster { return newClusterTB(t, n) }
@@ -161,7 +212,7 @@ func (c *cluster) startNode(id, dir, addr string) *kvNode {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	kn := &kvNode{id: id, addr: lis.Addr().String(), dir: dir, srv: srv, g: grpc.NewServer(), done: make(chan struct{})}
+	kn := &kvNode{id: id, addr: lis.Addr().String(), dir: dir, srv: srv, g: grpc.NewServer(grpc.StreamInterceptor(c.watchExports(id))), done: make(chan struct{})}
 	srv.Register(kn.g)
 	ctx, cancel := context.WithCancel(context.Background())
 	kn.cancel = cancel

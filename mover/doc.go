@@ -1,6 +1,6 @@
 // Package mover changes slot owners: it plans moves, stores plans, and
-// runs them one slot at a time (or a window of them) through the
-// single-slot protocol of DESIGN "Moving one slot", while this slotd holds
+// runs them, each donor copying one slot holding data at a time while
+// near-empty slots share a window, through the single-slot protocol of DESIGN "Moving one slot", while this slotd holds
 // the cluster's mover leadership.
 //
 // One room, one job:
@@ -20,7 +20,8 @@
 //	              only while leading (the watches, the throttle, liveness,
 //	              ExecutorConfig.LeaderParts such as the balancer).
 //	scheduler.go  which move runs next: settle moves left in flight, then
-//	              a window of up to Parallelism moves of the applying plan.
+//	              a window of up to Parallelism moves of the applying plan,
+//	              at most one copy of a slot holding data per donor.
 //	move.go       one move from begin to commit or abort, its retries
 //	              from the phase the directory recorded, a copy restarted
 //	              when the source lost its change capture.

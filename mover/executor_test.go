@@ -2,6 +2,7 @@ package mover
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,8 +109,8 @@ func checkAcked(t *testing.T, c *cluster, w *writer) {
 }
 
 func TestPlanAddNodeUnderWrites(t *testing.T) {
-	for _, par := range []int{1, 4} {
-		t.Run(fmt.Sprintf("parallelism=%d", par), func(t *testing.T) { testPlanAddNodeUnderWrites(t, par) })
+	for _, par := range []int{1, 4, 0} {
+		t.Run(parName(par), func(t *testing.T) { testPlanAddNodeUnderWrites(t, par) })
 	}
 }
 
@@ -179,8 +180,8 @@ func testPlanAddNodeUnderWrites(t *testing.T, parallelism int) {
 			inFlight--
 		}
 	}
-	if most > parallelism {
-		t.Fatalf("%d moves in flight at once, parallelism %d", most, parallelism)
+	if limit := cmp.Or(parallelism, DefaultParallelism); most > limit {
+		t.Fatalf("%d moves in flight at once, parallelism %d", most, limit)
 	}
 	t.Logf("%d writes acknowledged during the plan; at most %d moves in flight at once", w.n, most)
 }

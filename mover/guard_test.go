@@ -13,8 +13,8 @@ import (
 )
 
 func TestPauseResumeCancel(t *testing.T) {
-	for _, par := range []int{1, 8} {
-		t.Run(fmt.Sprintf("parallelism=%d", par), func(t *testing.T) { testPauseResumeCancel(t, par) })
+	for _, par := range []int{1, 8, 0} {
+		t.Run(parName(par), func(t *testing.T) { testPauseResumeCancel(t, par) })
 	}
 }
 

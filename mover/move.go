@@ -364,8 +364,13 @@ func (j *journal) Fencing(ctx context.Context) error {
 	j.fencing.Store(true)
 	j.setPhase(string(directory.PhaseFenced))
 	_, err := j.e.dir.AdvanceMove(ctx, j.mv.Slot, j.mv.MoveID, directory.PhaseFenced)
-	if err == nil && j.e.hook != nil {
-		j.e.hook("fenced", j.mv, j.g)
+	if err == nil {
+		// Recorded fenced, the move never copies again: its donor may
+		// start the next copy (scheduler.go).
+		j.e.copyEnded(j.mv)
+		if j.e.hook != nil {
+			j.e.hook("fenced", j.mv, j.g)
+		}
 	}
 	return err
 }

@@ -123,6 +123,24 @@ func (p *StorePool) SlotSizes(ctx context.Context, snap *directory.Snapshot) ([]
 	return sizes, nil
 }
 
+// SizesOn returns the bytes node addr holds of each of ss (a slot it
+// holds nothing of is absent), in one SlotStats call.
+func (p *StorePool) SizesOn(ctx context.Context, addr string, ss []uint32) (map[uint32]int64, error) {
+	c, err := p.Client(addr)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.SlotStats(ctx, &slotdv1.SlotStatsRequest{Slots: ss})
+	if err != nil {
+		return nil, fmt.Errorf("slot stats of %s: %w", addr, err)
+	}
+	out := make(map[uint32]int64, len(resp.Slots))
+	for _, st := range resp.Slots {
+		out[st.Slot] = int64(st.Bytes)
+	}
+	return out, nil
+}
+
 // SizesUnknownError names the nodes whose slot sizes could not be read.
 type SizesUnknownError struct {
 	Nodes []string // sorted

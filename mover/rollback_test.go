@@ -3,7 +3,6 @@ package mover
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -19,8 +18,8 @@ import (
 // progress record written at most every ProgressInterval and left
 // committed moves on their targets.)
 func TestCancelThenRollbackExact(t *testing.T) {
-	for _, par := range []int{1, 8} {
-		t.Run(fmt.Sprintf("parallelism=%d", par), func(t *testing.T) { testCancelThenRollbackExact(t, par) })
+	for _, par := range []int{1, 8, 0} {
+		t.Run(parName(par), func(t *testing.T) { testCancelThenRollbackExact(t, par) })
 	}
 }
 

@@ -15,8 +15,9 @@ import (
 
 // The scheduler decides what runs next: moves left in flight outside an
 // applying plan are settled first, then the applying plan's pending moves
-// run, up to Parallelism at once, in a window (a move that ends makes room
-// for the next). It keeps the plan records with their results as last
+// run in a window of up to Parallelism at once, each donor copying at most
+// one slot holding data at a time (a move that ends, or is fenced, makes
+// room for the next). It keeps the plan records with their results as last
 // read; the results of this leader's own moves are added as they end (the
 // directory has them already: each was written by the transaction that
 // ended the move).
@@ -33,10 +34,16 @@ type scheduler struct {
 	// reads them while moves in flight write them.
 	recMu sync.Mutex
 	plans []*Plan // owned by the plan loop goroutine
+
+	// copyMu guards onCopyEnd: what to call when a data move of the
+	// window is recorded fenced (it frees its donor).
+	copyMu    sync.Mutex
+	onCopyEnd map[copyKey]func()
 }
 
 func (s *scheduler) init() {
 	s.stale, s.selfWrites = map[string]bool{}, map[string]int{}
+	s.onCopyEnd = map[copyKey]func(){}
 	s.dirty.Store(true)
 }
 
@@ -172,64 +179,237 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 // before it returns to the plan loop (which then refreshes the plans).
 const windowBatch = 16
 
+// What "one slot at a time" (seed 002, rule 2) means here: each donor
+// copies at most one slot holding data at a time. A move's copy and
+// catch-up are what load its donor (a scan of the whole slot, and its
+// bytes through the donor's throttle); its fence, drain and commit are
+// directory round trips. So the next data move from a donor begins once
+// the previous one is recorded fenced (from there it only drains and
+// commits; it never copies again), which keeps the donor's copy
+// continuous under the throttle. Near-empty slots (SmallSlotBytes) copy
+// in one small batch and share the window, several at once; moves from
+// other donors run alongside; at most Parallelism are in flight. The
+// seed's other rule, one membership change at a time, is the plan's: one
+// plan applies at a time, and its node edits are made before its first
+// move.
+
+// window is runWindow's state: the moves it started that have not ended,
+// and the donors copying a slot holding data.
+type window struct {
+	mu      sync.Mutex // guards running, copying, inFlight and errs
+	running map[int]bool
+	// copying holds the donors whose data move has not been recorded
+	// fenced yet (or ended), by donor id, with that move's index.
+	copying  map[string]int
+	inFlight int
+	errs     []error
+	// changed wakes the loop when a move ends or a donor is free.
+	changed chan struct{}
+}
+
+func (w *window) signal() {
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
+// freeDonor ends move i's hold on donor, if it holds it.
+func (w *window) freeDonor(donor string, i int) {
+	w.mu.Lock()
+	if j, ok := w.copying[donor]; ok && j == i {
+		delete(w.copying, donor)
+	}
+	w.mu.Unlock()
+	w.signal()
+}
+
+// copyKey names a move of a plan for copyEnded.
+type copyKey struct {
+	plan  string
+	index int
+}
+
+// copyEnded tells the scheduler that move mv is recorded fenced: its donor
+// may start copying the next slot holding data.
+func (e *Executor) copyEnded(mv directory.Move) {
+	s := &e.sched
+	s.copyMu.Lock()
+	free := s.onCopyEnd[copyKey{mv.PlanID, mv.Index}]
+	s.copyMu.Unlock()
+	if free != nil {
+		free()
+	}
+}
+
+func (s *scheduler) watchCopy(k copyKey, free func()) {
+	s.copyMu.Lock()
+	s.onCopyEnd[k] = free
+	s.copyMu.Unlock()
+}
+
+func (s *scheduler) unwatchCopy(k copyKey) {
+	s.copyMu.Lock()
+	delete(s.onCopyEnd, k)
+	s.copyMu.Unlock()
+}
+
 // runWindow runs the pending moves of plan p with up to Parallelism in
-// flight: a move that ends makes room for the next pending one at once.
-// (Waves, where the next Parallelism moves started when all of the
-// previous ones had ended, waited for each wave's slowest move.) It stops
-// starting moves after windowBatch*Parallelism of them, when p stops
-// applying (a move paused it, or the operator did: g halts), or when a move
-// returns an error, and returns once the moves in flight have ended.
+// flight and at most one copy of a slot holding data per donor: a move
+// that ends, or a data move recorded fenced, makes room for the next
+// pending one that may run (plan order, skipping moves whose donor is
+// copying). It stops starting moves after windowBatch*Parallelism of
+// them, when p stops applying (a move paused it, or the operator did: g
+// halts), or when a move returns an error, and returns once the moves in
+// flight have ended.
 func (e *Executor) runWindow(ctx context.Context, snap *directory.Snapshot, p *Plan, g *planGuard) error {
-	var (
-		mu      sync.Mutex // guards running and errs
-		running = map[int]bool{}
-		errs    []error
-		wg      sync.WaitGroup
-	)
-	room := make(chan struct{}, e.cfg.Parallelism)
-	for started := 0; started < windowBatch*e.cfg.Parallelism; started++ {
-		room <- struct{}{} // blocks while Parallelism moves are in flight
-		i := -1
-		mu.Lock()
-		e.sched.recMu.Lock() // moves write p's statuses and state under it
-		if len(errs) == 0 && applying(p.State) && !g.halted.Load() && ctx.Err() == nil {
-			// A failed move is runnable again once its plan is resumed;
-			// the one failing now stays running until it paused the plan.
-			for k, m := range p.Moves {
-				if m.Status.runnable() && !running[k] {
-					i = k
-					break
-				}
+	w := &window{running: map[int]bool{}, copying: map[string]int{}, changed: make(chan struct{}, 1)}
+	limit := e.cfg.Parallelism
+	var small func(i int) bool
+	if limit > 1 {
+		small = e.nearEmpty(ctx, snap, p, windowBatch*limit)
+	}
+	var wg sync.WaitGroup
+	for started := 0; started < windowBatch*limit; {
+		i, data, wait := e.pick(ctx, w, p, g, limit, small)
+		if wait {
+			select {
+			case <-w.changed:
+			case <-ctx.Done():
 			}
+			continue
 		}
-		e.sched.recMu.Unlock()
-		if i >= 0 {
-			running[i] = true
-		}
-		mu.Unlock()
 		if i < 0 {
 			break
 		}
+		started++
 		// A later move checks the table on the newest one watched.
 		at := snap
 		if l := e.latest.Load(); l != nil && l.Version > at.Version {
 			at = l
 		}
+		donor := p.Moves[i].From
+		k := copyKey{p.ID, i}
+		if data {
+			e.sched.watchCopy(k, func() { w.freeDonor(donor, i) })
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			err := e.runMove(ctx, at, p, i, g)
-			mu.Lock()
-			delete(running, i)
-			if err != nil {
-				errs = append(errs, err)
+			if data {
+				e.sched.unwatchCopy(k)
 			}
-			mu.Unlock()
-			<-room
+			w.mu.Lock()
+			delete(w.running, i)
+			if j, ok := w.copying[donor]; ok && j == i {
+				delete(w.copying, donor)
+			}
+			w.inFlight--
+			if err != nil {
+				w.errs = append(w.errs, err)
+			}
+			w.mu.Unlock()
+			w.signal()
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(w.errs...)
+}
+
+// pick chooses the next move of p to start and marks it running: the
+// first runnable one not running that the window has room for, whose
+// donor is free if its slot holds data (data). It returns i < 0 when no
+// move should start any more, and wait when one may start after a move in
+// flight ends or is fenced.
+func (e *Executor) pick(ctx context.Context, w *window, p *Plan, g *planGuard, limit int, small func(int) bool) (i int, data, wait bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e.sched.recMu.Lock() // moves write p's statuses and state under it
+	defer e.sched.recMu.Unlock()
+	if len(w.errs) > 0 || !applying(p.State) || g.halted.Load() || ctx.Err() != nil {
+		return -1, false, false
+	}
+	blocked := false
+	for k, m := range p.Moves {
+		// A failed move is runnable again once its plan is resumed; the
+		// one failing now stays running until it paused the plan.
+		if !m.Status.runnable() || w.running[k] {
+			continue
+		}
+		if w.inFlight >= limit {
+			return -1, false, true
+		}
+		isData := small == nil || !small(k)
+		if _, busy := w.copying[m.From]; isData && busy {
+			blocked = true
+			continue
+		}
+		w.running[k] = true
+		w.inFlight++
+		if isData {
+			w.copying[m.From] = k
+		}
+		return k, isData, false
+	}
+	return -1, false, blocked
+}
+
+// nearEmpty returns whether move i of p moves a near-empty slot, for the
+// first n runnable moves: the larger of the plan's estimate and what the
+// donor reports now is at most SmallSlotBytes. A donor that does not
+// answer makes its slots count as holding data, as do moves beyond the
+// first n (a later window asks again).
+func (e *Executor) nearEmpty(ctx context.Context, snap *directory.Snapshot, p *Plan, n int) func(int) bool {
+	limit := e.cfg.SmallSlotBytes
+	if limit < 0 {
+		limit = 0
+	}
+	e.sched.recMu.Lock()
+	byDonor := map[string][]uint32{}
+	asked := map[int]int64{} // move index -> the plan's estimate
+	for k, m := range p.Moves {
+		if len(asked) == n {
+			break
+		}
+		if m.Status.runnable() {
+			asked[k] = m.Bytes
+			byDonor[m.From] = append(byDonor[m.From], uint32(m.Slot))
+		}
+	}
+	e.sched.recMu.Unlock()
+	reported := map[string]map[uint32]int64{}
+	var mu sync.Mutex // guards reported
+	var wg sync.WaitGroup
+	for donor, ss := range byDonor {
+		nd, ok := snap.Node(donor)
+		if !ok || nd.Addr == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sizes, err := e.cfg.Stores.SizesOn(ctx, nd.Addr, ss)
+			if err != nil {
+				e.lg.Warn("donor's slot sizes unknown; its slots count as holding data", "node", donor, "err", err)
+				return
+			}
+			mu.Lock()
+			reported[donor] = sizes
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	small := make(map[int]bool, len(asked))
+	for k, est := range asked {
+		m := p.Moves[k]
+		sizes, ok := reported[m.From]
+		if !ok {
+			continue
+		}
+		small[k] = max(est, sizes[uint32(m.Slot)]) <= limit
+	}
+	return func(i int) bool { return small[i] }
 }
 
 // refreshPlans brings the cached plan records up to date: all of them at

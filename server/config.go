@@ -80,8 +80,9 @@ type Config struct {
 	// ShutdownTimeout is how long shutdown waits for RPCs before cutting
 	// them (--shutdown-timeout).
 	ShutdownTimeout time.Duration
-	// MoveParallelism is how many moves of a plan the mover runs at once
-	// (--move-parallelism).
+	// MoveParallelism caps how many moves of a plan the mover runs at once
+	// (--move-parallelism); at every value a donor copies at most one slot
+	// holding data at a time (mover.ExecutorConfig.Parallelism).
 	MoveParallelism int
 	// MoveRetryFor is how long the mover retries a move whose store or etcd
 	// is away before it pauses the plan (--move-retry-for).
@@ -122,7 +123,7 @@ func DefaultConfig() Config {
 		HoldDown:        directory.DefaultHoldDown,
 		MaxRecvBytes:    auth.DefaultMaxRecvMsgSize,
 		ShutdownTimeout: 10 * time.Second,
-		MoveParallelism: 1,
+		MoveParallelism: mover.DefaultParallelism,
 		MoveRetryFor:    mover.DefaultMoveRetryFor,
 		BalancerTick:    mover.DefaultBalancerTick,
 		BalanceBy:       planner.BalanceAuto,

@@ -72,7 +72,7 @@ Every flag is also an environment variable: --data-dir is SLOTD_DATA_DIR.`,
 	f.DurationVar(&cfg.HoldDown, "hold-down", cfg.HoldDown, "a node that came back stays down this long (flap damping)")
 	f.IntVar(&cfg.MaxRecvBytes, "max-recv-bytes", cfg.MaxRecvBytes, "largest gRPC request accepted, in bytes")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long shutdown waits for RPCs before cutting them")
-	f.IntVar(&cfg.MoveParallelism, "move-parallelism", cfg.MoveParallelism, "moves of a plan the mover runs at once (a move that ends makes room for the next); 1 moves one slot at a time. The throttle stays per donor")
+	f.IntVar(&cfg.MoveParallelism, "move-parallelism", cfg.MoveParallelism, "most moves of a plan in flight at once (a move that ends makes room for the next); at every value a donor copies at most one slot holding data at a time, while near-empty slots (256 KiB or less) share the window; 1 moves strictly one slot at a time. The throttle stays per donor")
 	f.DurationVar(&cfg.MoveRetryFor, "move-retry-for", cfg.MoveRetryFor, "how long a move whose store or etcd is away is retried, from its recorded phase with backoff, before the plan pauses (an etcd leader election or a store restart is routine)")
 	f.DurationVar(&cfg.BalancerTick, "balancer-tick", cfg.BalancerTick, "how often the automatic balancer decides on the mover's leader (its policy: slotctl auto; off by default)")
 	f.Var(&cfg.BalanceBy, "balance-by", "what a plan balances unless it says: slots, bytes, ops or auto (bytes and ops together; slot counts until a node reports its load)")
