@@ -3,11 +3,14 @@ package client
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
@@ -46,10 +49,7 @@ func BenchmarkRoute(b *testing.B) {
 	})
 	// 16,384 distinct 16-byte keys, cycled, as `make bench-compare` does:
 	// one key over and over lets the branch predictor learn its slot.
-	keys := make([][]byte, 1<<14)
-	for i := range keys {
-		keys[i] = fmt.Appendf(nil, "user:%011d", i*7919)
-	}
+	keys := cycledKeys()
 	b.Run("bytes16-cycled-owner", func(b *testing.B) {
 		b.ReportAllocs()
 		var sink string
@@ -59,6 +59,16 @@ func BenchmarkRoute(b *testing.B) {
 				b.Fatal(err)
 			}
 			sink = r.Owner()
+		}
+		_ = sink
+	})
+	// The floor of issue 19's target (Route within 1.5x of the bare hash):
+	// xxhash64 of the same keys in the same loop.
+	b.Run("bytes16-cycled-floor-xxhash", func(b *testing.B) {
+		b.ReportAllocs()
+		var sink uint64
+		for i := 0; b.Loop(); i++ {
+			sink = xxhash.Sum64(keys[i&(len(keys)-1)])
 		}
 		_ = sink
 	})
@@ -72,6 +82,67 @@ func BenchmarkRoute(b *testing.B) {
 			_ = sink
 		})
 	})
+}
+
+// cycledKeys returns 16,384 distinct 16-byte keys.
+func cycledKeys() [][]byte {
+	keys := make([][]byte, 1<<14)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "user:%011d", i*7919)
+	}
+	return keys
+}
+
+// BenchmarkRouteParallel routes with one Client from 1, 2 and 4 goroutines
+// at once, each through the cycled keys from its own offset for b.N calls,
+// so ns/op is per goroutine: how long one Route takes while the others
+// route too. Route writes nothing shared, so with a core per goroutine the
+// figure stays at the one-goroutine one; with more goroutines than
+// GOMAXPROCS they take turns on the cores and ns/op grows by
+// goroutines/GOMAXPROCS while routes/s (all goroutines) stays flat.
+func BenchmarkRouteParallel(b *testing.B) {
+	st := maptest.NewState(baseMap(b, 1))
+	srv := startServer(b, st, "127.0.0.1:0")
+	defer srv.Stop()
+	c := newClient(b, nil, srv.Addr())
+	keys := cycledKeys()
+	for _, g := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			b.ReportAllocs()
+			// One sink per goroutine, a cache line apart, written once.
+			sinks := make([]int, 8*g)
+			errs := make(chan error, g)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for j := range g {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					sink, off := 0, j*4099
+					for i := 0; i < b.N; i++ {
+						r, err := c.Route(keys[(i+off)&(len(keys)-1)])
+						if err != nil {
+							errs <- err
+							return
+						}
+						sink += len(r.Owner())
+					}
+					sinks[8*j] = sink
+				}()
+			}
+			b.ResetTimer()
+			close(start)
+			wg.Wait()
+			b.StopTimer()
+			close(errs)
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(g)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mroutes/s")
+			b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "gomaxprocs")
+		})
+	}
 }
 
 // BenchmarkFullMapFetch measures GetMap of a full map over a 127.0.0.1

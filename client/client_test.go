@@ -1,9 +1,14 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -188,6 +193,70 @@ func TestRouteDoesNotAllocate(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(1000, func() { _, _ = c.RouteString("0123456789abcdef") }); n != 0 {
 		t.Fatalf("RouteString allocates %v times per call", n)
+	}
+}
+
+// TestRouteSlotIsForKey: Route computes the slot itself for 16-byte keys
+// (shortkey's pieces inlined) and through slots.ForKey otherwise; both must
+// be the slot function. Keys: the shared vectors; every length from 0 to 24
+// with fill bytes on either side of '{' and a '{' or '}' at every position;
+// and random keys of those lengths (fixed seed), printable or any byte.
+func TestRouteSlotIsForKey(t *testing.T) {
+	m := baseMap(t, 1)
+	srv := startServer(t, maptest.NewState(m), "127.0.0.1:0")
+	defer srv.Stop()
+	c := newClient(t, nil, srv.Addr())
+
+	var keys [][]byte
+	f, err := os.ReadFile(filepath.Join("..", "slots", "testdata", "slots.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(f)) {
+		if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
+			continue
+		}
+		k, err := hex.DecodeString(strings.Split(line, "\t")[0])
+		if err != nil {
+			t.Fatalf("vector %q: %v", line, err)
+		}
+		keys = append(keys, k)
+	}
+	for n := 0; n <= 24; n++ {
+		for _, fill := range []byte{'a', 0x7a, 0x7b, 0x7c, 0x7f, 0x80, 0xfb, 0xff, 0x00} {
+			key := bytes.Repeat([]byte{fill}, n)
+			keys = append(keys, key)
+			for i := range key {
+				for _, b := range []byte{'{', '}'} {
+					k := bytes.Clone(key)
+					k[i] = b
+					if i+2 < n {
+						k[i+2] = '}'
+					}
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(19, 6))
+	for range 20000 {
+		k := make([]byte, rng.IntN(25))
+		for i := range k {
+			if k[i] = byte(' ' + rng.IntN(95)); len(k)%3 == 0 {
+				k[i] = byte(rng.Uint32())
+			}
+		}
+		keys = append(keys, k)
+	}
+	for _, key := range keys {
+		want := slots.ForKey(key)
+		r, err := c.Route(key)
+		if err != nil || r.Slot != want || r.Owner() != m.OwnerID(want) {
+			t.Fatalf("Route(%q) = slot %d owner %q, %v; want slot %d owner %q", key, r.Slot.Int(), r.Owner(), err, want.Int(), m.OwnerID(want))
+		}
+		if rs, err := c.RouteString(string(key)); err != nil || rs != r {
+			t.Fatalf("RouteString(%q) = %+v, %v; want %+v", key, rs, err, r)
+		}
 	}
 }
 

@@ -2,12 +2,13 @@ package slots
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/slotd/slotd/internal/shortkey"
 )
 
 // Count is the number of slots. It is fixed forever: changing it remaps every key.
@@ -53,19 +54,25 @@ func ForKey(key []byte) Slot {
 	// Keys of 8 to 16 bytes, the common case, are searched for '{' as two
 	// (overlapping) 8-byte words with a SWAR test instead of a call to
 	// bytes.IndexByte, whose set-up costs as much as the hash for a key
-	// this short.
-	// The same two words then feed a pure-Go xxhash64 (sum8to16).
-	if n := len(key); n >= 8 && n <= 16 {
-		w0, wn := binary.LittleEndian.Uint64(key), binary.LittleEndian.Uint64(key[n-8:])
-		if !hasBrace(w0) && !hasBrace(wn) {
-			if n == 16 { // sum8to16 written out: one call less on the hot path
-				return Slot{uint16(avalanche(mix8(mix8(prime5+16, w0), wn)) & (Count - 1))}
-			}
-			return Slot{uint16(sum8to16(w0, wn, n) & (Count - 1))}
-		}
+	// this short; the same two words then feed a pure-Go xxhash64. The
+	// pieces are in internal/shortkey so that client.Route can inline them.
+	w0, wn, ok := shortkey.Words(key)
+	if !ok && len(key) >= 8 && len(key) <= 16 {
+		// A byte at or above '{': look for the '{' itself.
+		ok = !shortkey.HasBrace(w0) && !shortkey.HasBrace(wn)
 	}
-	return Slot{uint16(xxhash.Sum64(TaggedBytes(key)) & (Count - 1))}
+	if ok {
+		if len(key) == 16 { // one call less on the hot path
+			return FromHash(shortkey.Sum16(w0, wn))
+		}
+		return FromHash(shortkey.Sum(w0, wn, len(key)))
+	}
+	return FromHash(xxhash.Sum64(TaggedBytes(key)))
 }
+
+// FromHash returns the slot of a key whose hashed part (see TaggedBytes)
+// has xxhash64 h: h mod Count, the slot function's last step.
+func FromHash(h uint64) Slot { return Slot{uint16(h & (Count - 1))} }
 
 // load64 reads the first 8 bytes of s little-endian (one load: the
 // compiler merges the pattern).
@@ -75,23 +82,15 @@ func load64(s string) uint64 {
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
-// hasBrace reports whether any byte of w is '{': the classic "has a zero
-// byte" test, (x - 0x01..01) &^ x & 0x80..80 != 0, of x = w ^ '{'*0x01..01,
-// exact for the question "is there any?".
-func hasBrace(w uint64) bool {
-	x := w ^ 0x7b7b7b7b7b7b7b7b
-	return (x-0x0101010101010101)&^x&0x8080808080808080 != 0
-}
-
 // ForString returns the slot of a key given as a string. It does not allocate.
 func ForString(key string) Slot {
 	if n := len(key); n >= 8 && n <= 16 {
 		w0, wn := load64(key), load64(key[n-8:])
-		if !hasBrace(w0) && !hasBrace(wn) {
-			return Slot{uint16(sum8to16(w0, wn, n) & (Count - 1))}
+		if shortkey.BelowBrace(w0, wn) || !shortkey.HasBrace(w0) && !shortkey.HasBrace(wn) {
+			return FromHash(shortkey.Sum(w0, wn, n))
 		}
 	}
-	return Slot{uint16(xxhash.Sum64String(TaggedString(key)) & (Count - 1))}
+	return FromHash(xxhash.Sum64String(TaggedString(key)))
 }
 
 // TaggedBytes returns the part of key that is hashed: the bytes between the

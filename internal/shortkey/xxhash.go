@@ -1,12 +1,12 @@
-package slots
+package shortkey
 
 import "math/bits"
 
 // The xxhash64 (seed 0) of a key of 8 to 16 bytes, in pure Go, from the two
-// 8-byte words ForKey has already loaded for its brace scan. For keys this
-// short the assembly xxhash.Sum64 costs more in its call than in its
-// arithmetic; this is the same algorithm (XXH64's tail rules for 8-, 4- and
-// 1-byte steps), pinned against xxhash.Sum64 by TestSum8to16 and FuzzForKey.
+// 8-byte words already loaded for the brace test. For keys this short the
+// assembly xxhash.Sum64 costs more in its call than in its arithmetic; this
+// is the same algorithm (XXH64's tail rules for 8-, 4- and 1-byte steps),
+// pinned against xxhash.Sum64 by TestSum and slots.FuzzForKey.
 
 const (
 	prime1 uint64 = 11400714785074694791
@@ -16,15 +16,14 @@ const (
 	prime5 uint64 = 2870177450012600261
 )
 
-// sum8to16 returns xxhash64 of an n-byte key, 8 <= n <= 16, whose first 8
-// bytes are w0 and last 8 bytes are wn (little-endian; they overlap when
-// n < 16).
-func sum8to16(w0, wn uint64, n int) uint64 {
-	h := prime5 + uint64(n)
-	h = mix8(h, w0)
+// Sum returns xxhash64 of an n-byte key, 8 <= n <= 16, whose first 8 bytes
+// are w0 and last 8 bytes are wn (little-endian; they overlap when n < 16).
+// It does not inline; Sum16 does.
+func Sum(w0, wn uint64, n int) uint64 {
 	if n == 16 {
-		return avalanche(mix8(h, wn))
+		return Sum16(w0, wn)
 	}
+	h := mix8(prime5+uint64(n), w0)
 	// The n-8 bytes after the first word are the top bytes of wn.
 	r := n - 8
 	t := wn >> (8 * uint(8-r))
@@ -41,6 +40,10 @@ func sum8to16(w0, wn uint64, n int) uint64 {
 	}
 	return avalanche(h)
 }
+
+// Sum16 returns xxhash64 of a 16-byte key whose halves are w0 and wn
+// (little-endian). It inlines.
+func Sum16(w0, wn uint64) uint64 { return avalanche(mix8(mix8(prime5+16, w0), wn)) }
 
 // mix8 folds one 8-byte word into h (XXH64's round with a zero accumulator,
 // then the merge step of its tail).

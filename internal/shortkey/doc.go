@@ -1,0 +1,21 @@
+// Package shortkey is the slot function's fast path for keys of 8 to 16
+// bytes, in pieces small enough for the compiler to inline: the key's two
+// 8-byte words, a test that no byte can be a hash tag's '{', and a pure-Go
+// xxhash64 (seed 0) of the words.
+//
+// slots.ForKey is built on it, and so is the SDK's Route, which inlines
+// these pieces instead of calling slots.ForKey: one call less on the hot
+// path (see client.(*Client).Route). The slot function itself is defined by
+// package slots; its tests (testdata/slots.tsv, FuzzForKey) pin every user
+// of these pieces, and this package's tests pin the hash against
+// github.com/cespare/xxhash/v2.
+//
+// Usage (what client.Route does; any other key goes to slots.ForKey):
+//
+//	if len(key) == 16 {
+//		w0, w1 := binary.LittleEndian.Uint64(key[:8]), binary.LittleEndian.Uint64(key[8:])
+//		if shortkey.BelowBrace(w0, w1) {
+//			s = slots.FromHash(shortkey.Sum16(w0, w1))
+//		}
+//	}
+package shortkey
