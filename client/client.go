@@ -457,9 +457,12 @@ func (c *Client) patch(r movedTo) bool {
 // storeLocked publishes m. c.mu must be held.
 func (c *Client) storeLocked(m *slotmap.Map, source string) {
 	c.cur.Store(m)
-	c.m.refreshes.WithLabelValues(source).Inc()
+	c.m.refreshed[source].Inc()
 	c.m.version.Set(float64(m.Version()))
-	c.lg.Debug("map updated", "version", m.Version(), "source", source)
+	if c.lg.Enabled(context.Background(), slog.LevelDebug) {
+		// Checked first: the arguments cost an allocation per update.
+		c.lg.Debug("map updated", "version", m.Version(), "source", source)
+	}
 	for ch := range c.subs {
 		select {
 		case ch <- m:

@@ -15,8 +15,11 @@ const (
 )
 
 type metrics struct {
-	redirects  *prometheus.CounterVec // kind: moved | ask
-	refreshes  *prometheus.CounterVec // source: watch_full | watch_delta | fetch | redirect
+	redirects *prometheus.CounterVec // kind: moved | ask
+	refreshes *prometheus.CounterVec // source: watch_full | watch_delta | fetch | redirect
+	// refreshed holds refreshes' counter for each source, looked up once:
+	// every watcher counts every map change.
+	refreshed  map[string]prometheus.Counter
 	version    prometheus.Gauge
 	reconnects prometheus.Counter
 }
@@ -43,8 +46,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, k := range []string{"moved", "ask"} {
 		m.redirects.WithLabelValues(k)
 	}
+	m.refreshed = make(map[string]prometheus.Counter)
 	for _, s := range []string{sourceWatchFull, sourceWatchDelta, sourceFetch, sourceRedirect} {
-		m.refreshes.WithLabelValues(s)
+		m.refreshed[s] = m.refreshes.WithLabelValues(s)
 	}
 	if reg == nil {
 		return m, nil

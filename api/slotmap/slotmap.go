@@ -442,11 +442,15 @@ func (t *ownerTable) get(s int) uint16 { return t.t[s&(slots.Count-1)] }
 
 func (t *ownerTable) set(s int, o uint16) {
 	if !t.mine {
-		c := new([slots.Count]uint16)
 		if t.t != nil {
-			*c = *t.t
+			// A clone is not zeroed first (new would be): every watcher
+			// copies its table per committed move, and with many watchers
+			// in one process that memory traffic is much of the cost.
+			t.t = (*[slots.Count]uint16)(slices.Clone(t.t[:]))
+		} else {
+			t.t = new([slots.Count]uint16)
 		}
-		t.t, t.mine = c, true
+		t.mine = true
 	}
 	t.t[s] = o
 }

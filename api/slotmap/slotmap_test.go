@@ -560,3 +560,26 @@ func TestRoutesFollowNodeTable(t *testing.T) {
 	check("Replace keeping patches", r)
 	check("the maps derived from stay intact", removed)
 }
+
+// BenchmarkApplyOneSlotCold applies one committed move to 1,000 maps in
+// turn, as 1,000 watchers in one process do: each owner table copied is
+// out of cache.
+func BenchmarkApplyOneSlotCold(b *testing.B) {
+	nodes := testNodes(3)
+	ms := make([]*Map, 1000)
+	var d *slotdv1.MapDelta
+	for i := range ms {
+		ms[i] = testMap(b, 10, nodes, 1)
+		if d == nil {
+			d = Diff(ms[i], withOwners(b, ms[i], 11, nodes, map[int]string{5: nodes[0].ID}))
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := ms[i%len(ms)].Apply(d); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
