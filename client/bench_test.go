@@ -93,6 +93,59 @@ func cycledKeys() [][]byte {
 	return keys
 }
 
+// BenchmarkRouteVsFloor measures issue 19's item 6 (Route within 1.5x of
+// the bare hash) side by side: each iteration times one pass over the
+// cycled keys with xxhash.Sum64 and one with Route then Owner (the same loop
+// shape, alternating which goes first) and keeps the ratio of the two, so
+// load on a shared machine lands on both sides of it. Reported: the median
+// ratio (route/floor) and the median ns per lookup of each; ns/op is that
+// of a whole pair of passes.
+func BenchmarkRouteVsFloor(b *testing.B) {
+	st := maptest.NewState(baseMap(b, 1))
+	srv := startServer(b, st, "127.0.0.1:0")
+	defer srv.Stop()
+	c := newClient(b, nil, srv.Addr())
+	keys := cycledKeys()
+	var sink uint64
+	floor := func() float64 {
+		start := time.Now()
+		var sum uint64
+		for i := range keys {
+			sum += xxhash.Sum64(keys[i])
+		}
+		sink += sum
+		return float64(time.Since(start).Nanoseconds()) / float64(len(keys))
+	}
+	route := func() float64 {
+		start := time.Now()
+		var sum uint64
+		for i := range keys {
+			r, err := c.Route(keys[i])
+			if err != nil {
+				b.Fatal(err)
+			}
+			sum += uint64(len(r.Owner()))
+		}
+		sink += sum
+		return float64(time.Since(start).Nanoseconds()) / float64(len(keys))
+	}
+	var fs, rs, ratios []float64
+	for i := 0; b.Loop(); i++ {
+		var f, r float64
+		if i%2 == 0 {
+			f, r = floor(), route()
+		} else {
+			r, f = route(), floor()
+		}
+		fs, rs, ratios = append(fs, f), append(rs, r), append(ratios, r/f)
+	}
+	med := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	b.ReportMetric(med(ratios), "route/floor")
+	b.ReportMetric(med(rs), "route-ns/key")
+	b.ReportMetric(med(fs), "floor-ns/key")
+	_ = sink
+}
+
 // BenchmarkRouteParallel routes with one Client from 1, 2 and 4 goroutines
 // at once, each through the cycled keys from its own offset for b.N calls,
 // so ns/op is per goroutine: how long one Route takes while the others

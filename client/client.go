@@ -51,8 +51,13 @@ type Client struct {
 	// ep is the index of the endpoint the watch uses now; fetches start there.
 	ep atomic.Int32
 
-	// cur is the map Route reads without locks.
+	// cur is the map Route reads without locks, from any number of
+	// goroutines: it has a cache line to itself, so that writes to the
+	// fields around it (ep on failover, mu and lastErr on map updates and
+	// watch failures) never invalidate the line every Route loads.
+	_   [64]byte
 	cur atomic.Pointer[slotmap.Map]
+	_   [64]byte
 	// mu serializes map updates (so a check-then-store never moves the map
 	// back) and guards subs and closed.
 	mu     sync.Mutex
@@ -226,6 +231,28 @@ func (c *Client) routeSlow(key []byte) (slotmap.Route, error) {
 
 // RouteString is Route for a string key.
 func (c *Client) RouteString(key string) (slotmap.Route, error) {
+	// The same fast path as Route's.
+	if len(key) != 16 {
+		return c.routeSlowString(key)
+	}
+	w0, w1 := shortkey.Load64(key[:8]), shortkey.Load64(key[8:])
+	if !shortkey.BelowBrace(w0, w1) {
+		return c.routeSlowString(key)
+	}
+	s := slots.FromHash(shortkey.Sum16(w0, w1))
+	m := c.cur.Load()
+	if m == nil {
+		return slotmap.Route{}, ErrNoMap
+	}
+	r := m.RouteSlot(s)
+	if !r.OK() {
+		return r, ErrNoMap
+	}
+	return r, nil
+}
+
+// routeSlowString is RouteString through slots.ForString.
+func (c *Client) routeSlowString(key string) (slotmap.Route, error) {
 	m := c.cur.Load()
 	if m == nil {
 		return slotmap.Route{}, ErrNoMap

@@ -74,18 +74,10 @@ func ForKey(key []byte) Slot {
 // has xxhash64 h: h mod Count, the slot function's last step.
 func FromHash(h uint64) Slot { return Slot{uint16(h & (Count - 1))} }
 
-// load64 reads the first 8 bytes of s little-endian (one load: the
-// compiler merges the pattern).
-func load64(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
 // ForString returns the slot of a key given as a string. It does not allocate.
 func ForString(key string) Slot {
 	if n := len(key); n >= 8 && n <= 16 {
-		w0, wn := load64(key), load64(key[n-8:])
+		w0, wn := shortkey.Load64(key), shortkey.Load64(key[n-8:])
 		if shortkey.BelowBrace(w0, wn) || !shortkey.HasBrace(w0) && !shortkey.HasBrace(wn) {
 			return FromHash(shortkey.Sum(w0, wn, n))
 		}

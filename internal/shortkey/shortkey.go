@@ -15,6 +15,14 @@ func Words(key []byte) (w0, wn uint64, ok bool) {
 	return w0, wn, BelowBrace(w0, wn)
 }
 
+// Load64 reads the first 8 bytes of s little-endian (one load: the
+// compiler merges the pattern). It inlines.
+func Load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
 // BelowBrace reports whether every byte of w0 and wn is below '{' (0x7b),
 // which rules out a '{' in a key with fewer instructions than testing for
 // the byte itself (HasBrace): printable ASCII keys pass it.

@@ -95,3 +95,11 @@ func TestSum(t *testing.T) {
 		}
 	}
 }
+
+func TestLoad64(t *testing.T) {
+	for _, s := range []string{"12345678", "user:0123456789a", "\x00\xff\x80\x7f{}|~"} {
+		if got, want := Load64(s), binary.LittleEndian.Uint64([]byte(s)); got != want {
+			t.Errorf("Load64(%q) = %#x, want %#x", s, got, want)
+		}
+	}
+}
