@@ -140,7 +140,7 @@ func main() {
 
 	procs, cpus := gomaxprocs()
 	fmt.Fprintf(out, "\n#### Issue 19, item 6: Route within 1.5x of the bare hash at 10 and 1,000 nodes in every run\n\n"+
-		"Measured side by side: %d pairs of chunks, each chunk one pass over the %d keys (about 0.1 ms), one chunk of the floor "+
+		"Measured side by side: %d pairs of chunks, each chunk one timed pass over the %d keys (about 0.1 ms) after an untimed one, one chunk of the floor "+
 		"(`xxhash.Sum64(key)`) and one of `client.Route(key)` then `Owner()`, back to back in alternating order, in the same loop "+
 		"over the same keys (each loop adds a word of every result to a local sum: the hash, or the owner's length). "+
 		"The ratio is taken within each pair, so a burst of load on this shared machine lands on both sides of it; the "+
