@@ -12,6 +12,10 @@ import (
 type encoded struct {
 	b   []byte
 	msg any // the message b encodes, for anything that inspects sent messages
+	// bs is b as gRPC sends it, built once rather than per stream (two
+	// allocations a send). gRPC only reads it and releases it with Free,
+	// which a SliceBuffer ignores.
+	bs mem.BufferSlice
 }
 
 // codec is the proto codec, except that it sends an *encoded as its bytes.
@@ -21,7 +25,10 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if e, ok := v.(*encoded); ok {
 		// SliceBuffer's Free does nothing, so gRPC may release it while
 		// other streams still send the same bytes.
-		return mem.BufferSlice{mem.SliceBuffer(e.b)}, nil
+		if e.bs == nil {
+			return mem.BufferSlice{mem.SliceBuffer(e.b)}, nil
+		}
+		return e.bs, nil
 	}
 	return c.proto.Marshal(v)
 }

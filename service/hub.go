@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/slotd/slotd/api/slotdv1"
@@ -72,11 +74,19 @@ type Hub struct {
 	lg  *slog.Logger
 	m   *metrics
 
-	mu      sync.Mutex    // guards recent, changed and closed
+	mu      sync.Mutex // serializes the writers of st (publish, close)
+	st      atomic.Pointer[hubState]
+	runOnce sync.Once // Run runs once
+}
+
+// hubState is what subscribers read. It is never modified: publish and
+// close store a new one, then close the old one's changed channel, so that
+// the thousand subscribers one publish wakes read it at once instead of
+// taking turns on a lock.
+type hubState struct {
 	recent  []*version    // newest last, at most cfg.Keep; recent[i].from == recent[i-1].ver when recent[i].delta != nil
-	changed chan struct{} // closed and replaced on every publish and on close
+	changed chan struct{} // closed once this state is replaced
 	closed  bool          // set when Run returns: subscribers end
-	runOnce sync.Once     // Run runs once
 }
 
 // NewHub returns a hub; Run makes it follow the directory.
@@ -90,7 +100,9 @@ func NewHub(cfg HubConfig) (*Hub, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{cfg: cfg, lg: cfg.Logger, m: cfg.metrics, changed: make(chan struct{})}, nil
+	h := &Hub{cfg: cfg, lg: cfg.Logger, m: cfg.metrics}
+	h.st.Store(&hubState{changed: make(chan struct{})})
+	return h, nil
 }
 
 // Run follows the directory until ctx is done, then ends every subscriber
@@ -123,9 +135,9 @@ func (h *Hub) Run(ctx context.Context) error {
 func (h *Hub) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.closed {
-		h.closed = true
-		close(h.changed)
+	if s := h.st.Load(); !s.closed {
+		h.st.Store(&hubState{recent: s.recent, changed: s.changed, closed: true})
+		close(s.changed)
 	}
 }
 
@@ -137,11 +149,12 @@ func (h *Hub) publish(m *slotmap.Map) {
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
+	s := h.st.Load()
+	if s.closed {
 		return
 	}
-	if n := len(h.recent); n > 0 {
-		prev := h.recent[n-1].m
+	if n := len(s.recent); n > 0 {
+		prev := s.recent[n-1].m
 		if m.Version() <= prev.Version() {
 			return
 		}
@@ -153,16 +166,16 @@ func (h *Hub) publish(m *slotmap.Map) {
 	// Copy on write: subscribers read chains of the old slice without the
 	// lock. The copy also lets dropped versions be freed, and replaces the
 	// previous latest version by one holding only its delta.
-	kept := h.recent[max(0, len(h.recent)+1-h.cfg.Keep):]
+	kept := s.recent[max(0, len(s.recent)+1-h.cfg.Keep):]
 	next := make([]*version, len(kept), len(kept)+1)
 	copy(next, kept)
 	if n := len(next); n > 0 {
 		last := next[n-1]
 		next[n-1] = &version{ver: last.ver, delta: last.delta, from: last.from}
 	}
-	h.recent = append(next, v)
-	close(h.changed)
-	h.changed = make(chan struct{})
+	// The new state first: a subscriber woken by the close reads it.
+	h.st.Store(&hubState{recent: append(next, v), changed: make(chan struct{})})
+	close(s.changed)
 	if h.m != nil {
 		h.m.version.Set(float64(m.Version()))
 		h.m.mapBytes.Set(float64(len(v.full.b)))
@@ -179,12 +192,11 @@ func (h *Hub) Current() *slotmap.Map {
 }
 
 func (h *Hub) latest() *version {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.recent) == 0 {
+	s := h.st.Load()
+	if len(s.recent) == 0 {
 		return nil
 	}
-	return h.recent[len(h.recent)-1]
+	return s.recent[len(s.recent)-1]
 }
 
 // since returns what a subscriber holding version known needs: the latest
@@ -193,28 +205,27 @@ func (h *Hub) latest() *version {
 // ok=false when the subscriber needs the full map; ok with an empty chain
 // means it is up to date.
 func (h *Hub) since(known uint64) (cur *version, chain []*version, ok bool, changed <-chan struct{}, closed bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
+	s := h.st.Load()
+	if s.closed {
 		return nil, nil, false, nil, true
 	}
-	if len(h.recent) == 0 {
-		return nil, nil, false, h.changed, false
+	if len(s.recent) == 0 {
+		return nil, nil, false, s.changed, false
 	}
-	cur = h.recent[len(h.recent)-1]
+	cur = s.recent[len(s.recent)-1]
 	if known == cur.ver {
-		return cur, nil, true, h.changed, false
+		return cur, nil, true, s.changed, false
 	}
-	for i := len(h.recent) - 1; i >= 0; i-- {
-		v := h.recent[i]
+	for i := len(s.recent) - 1; i >= 0; i-- {
+		v := s.recent[i]
 		if v.delta == nil {
 			break
 		}
 		if v.from == known {
-			return cur, h.recent[i:], true, h.changed, false
+			return cur, s.recent[i:], true, s.changed, false
 		}
 	}
-	return cur, nil, false, h.changed, false
+	return cur, nil, false, s.changed, false
 }
 
 // mapOf converts a directory snapshot into a map.
@@ -255,5 +266,5 @@ func mustEncode(m proto.Message) *encoded {
 		// Only messages built here from validated maps get here.
 		panic(fmt.Sprintf("service: marshal %T: %v", m, err))
 	}
-	return &encoded{b: b, msg: m}
+	return &encoded{b: b, msg: m, bs: mem.BufferSlice{mem.SliceBuffer(b)}}
 }

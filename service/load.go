@@ -49,13 +49,12 @@ func (m hubMap) Current() *slotmap.Map { return m.h.Current() }
 // only ever adds slots.
 func (m hubMap) ChangedSince(v uint64) (slots.Set, bool) {
 	var changed slots.Set
-	m.h.mu.Lock()
-	defer m.h.mu.Unlock()
-	if m.h.closed || len(m.h.recent) == 0 {
+	st := m.h.st.Load()
+	if st.closed || len(st.recent) == 0 {
 		return changed, false
 	}
-	for i := len(m.h.recent) - 1; i >= 0; i-- {
-		ver := m.h.recent[i]
+	for i := len(st.recent) - 1; i >= 0; i-- {
+		ver := st.recent[i]
 		if ver.ver <= v {
 			return changed, true // every change after v is counted
 		}

@@ -17,7 +17,8 @@ func TestHubChangedSince(t *testing.T) {
 		owners[i] = "a"
 	}
 	nodes := []slotmap.Node{{ID: "a", Addr: "x", Weight: 1, State: slotdv1.NodeState_NODE_STATE_ACTIVE}, {ID: "b", Addr: "y", Weight: 1, State: slotdv1.NodeState_NODE_STATE_ACTIVE}}
-	h := &Hub{cfg: HubConfig{Keep: 3}, changed: make(chan struct{})}
+	h := &Hub{cfg: HubConfig{Keep: 3}}
+	h.st.Store(&hubState{changed: make(chan struct{})})
 	publish := func(v uint64, moved ...int) {
 		for _, s := range moved {
 			owners[s] = "b"
