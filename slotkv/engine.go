@@ -202,7 +202,13 @@ func (e *Engine) Apply(ctx context.Context, s slots.Slot, batch []node.Mutation)
 	// every page half empty: twice the pages to write and keep. Packing
 	// them to 90% is what bbolt documents for append-mostly writes.
 	packed := len(batch) >= 64 && slices.IsSortedFunc(batch, func(a, b node.Mutation) int { return bytes.Compare(a.Key, b.Key) })
-	err := e.update(func(tx *bolt.Tx) error {
+	// A batch of import size is its own group: waiting MaxBatchDelay for
+	// company (db.Batch) only delays its commit, once per batch of a copy.
+	update := e.update
+	if len(batch) >= soloBatch {
+		update = e.db.Update
+	}
+	err := update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(dataBucket)
 		if packed {
 			b.FillPercent = 0.9
@@ -232,6 +238,10 @@ func (e *Engine) Apply(ctx context.Context, s slots.Slot, batch []node.Mutation)
 	}
 	return nil
 }
+
+// soloBatch is the number of mutations from which Apply commits a batch
+// in a transaction of its own instead of through bbolt's group commit.
+const soloBatch = 64
 
 // DeleteSlot implements node.Store.
 func (e *Engine) DeleteSlot(ctx context.Context, s slots.Slot, maxKeys int) (done bool, err error) {
