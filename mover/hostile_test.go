@@ -169,8 +169,22 @@ func TestStoreLiesAbortsMove(t *testing.T) {
 			want: []string{"differs after drain", "source 200 keys", "target 199 keys"},
 		},
 	}
-	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
+	// Each lie is told twice: to a transfer over wrapped clients, which
+	// copies decoded batches, and over the StorePool's clients of proxies
+	// that tell it on the wire, which the transfer relays as bytes.
+	type run struct {
+		path string
+		tc   int
+	}
+	var runs []run
+	for _, path := range []string{"decoded", "relayed"} {
+		for i := range cases {
+			runs = append(runs, run{path, i})
+		}
+	}
+	for i, r := range runs {
+		tc := cases[r.tc]
+		t.Run(r.path+"/"+tc.name, func(t *testing.T) {
 			snap, err := c.dir.Snapshot(c.ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -195,8 +209,15 @@ func TestStoreLiesAbortsMove(t *testing.T) {
 			src, dst := c.nodes["n1"], c.nodes["n3"]
 			srcReal, _ := c.pool.Client(src.addr)
 			dstReal, _ := c.pool.Client(dst.addr)
-			srcC, dstC := &lyingStore{StoreClient: srcReal}, &lyingStore{StoreClient: dstReal}
-			tc.lie(srcC, dstC, keys)
+			srcL, dstL := &lyingStore{StoreClient: srcReal}, &lyingStore{StoreClient: dstReal}
+			tc.lie(srcL, dstL, keys)
+			var srcC, dstC slotdv1.StoreClient = srcL, dstL
+			if r.path == "relayed" {
+				srcC, dstC = storeAt(t, c, serveLies(t, srcL)), storeAt(t, c, serveLies(t, dstL))
+				if _, ok := srcC.(relayConn); !ok {
+					t.Fatal("a StorePool client does not relay")
+				}
+			}
 			mv, err := c.dir.BeginMove(c.ctx, directory.MoveSpec{Slot: slot, From: "n1", To: "n3", MoveID: fmt.Sprintf("hostile-%d", i), By: "test"})
 			if err != nil {
 				t.Fatal(err)
@@ -220,7 +241,7 @@ func TestStoreLiesAbortsMove(t *testing.T) {
 				},
 			}
 			_, err = tr.Run(c.ctx, StepCopy)
-			if !srcC.didFire() && !dstC.didFire() {
+			if !srcL.didFire() && !dstL.didFire() {
 				t.Fatalf("the lie was never told (transfer: %v)", err)
 			}
 			if !errors.Is(err, ErrStoreLied) {
@@ -345,6 +366,30 @@ func (s *lyingServer) DropSlot(ctx context.Context, in *slotdv1.DropSlotRequest)
 }
 func (s *lyingServer) Checksum(ctx context.Context, in *slotdv1.ChecksumRequest) (*slotdv1.ChecksumResponse, error) {
 	return s.c.Checksum(ctx, in)
+}
+
+// serveLies serves l on a real socket until the test ends and returns
+// its address.
+func serveLies(t *testing.T, l *lyingStore) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	slotdv1.RegisterStoreServer(srv, &lyingServer{c: l})
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Stop(); <-served })
+	return lis.Addr().String()
+}
+
+// storeAt is the cluster's StorePool client of addr.
+func storeAt(t *testing.T, c *cluster, addr string) slotdv1.StoreClient {
+	sc, err := c.pool.Client(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
 }
 
 // TestExecutorAbortsOnLyingSource runs a one-slot plan on the executor

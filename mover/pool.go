@@ -49,19 +49,20 @@ func NewStorePool(cfg PoolConfig) *StorePool {
 	return &StorePool{opts: opts, lg: lg, conns: map[string]*grpc.ClientConn{}}
 }
 
-// Client returns the Store client for addr.
+// Client returns the Store client for addr. A transfer between two of its
+// clients relays snapshot batches as bytes (see relay.go).
 func (p *StorePool) Client(addr string) (slotdv1.StoreClient, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if cc, ok := p.conns[addr]; ok {
-		return slotdv1.NewStoreClient(cc), nil
+		return poolClient{slotdv1.NewStoreClient(cc), cc}, nil
 	}
 	cc, err := grpc.NewClient(addr, p.opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial store %s: %w", addr, err)
 	}
 	p.conns[addr] = cc
-	return slotdv1.NewStoreClient(cc), nil
+	return poolClient{slotdv1.NewStoreClient(cc), cc}, nil
 }
 
 // Close closes every connection.

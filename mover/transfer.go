@@ -163,10 +163,16 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 func (t *Transfer) slot() uint32 { return uint32(t.Slot.Int()) }
 
 // copy streams the snapshot from the source's cursor (nil: from the start)
-// and applies every batch on the target. Receiving (and checking) the next
+// and applies every batch on the target: relayed as bytes (relay.go) when
+// both clients are a StorePool's, else decoded and encoded again. Receiving (and checking) the next
 // batch overlaps with importing the current one: the source's scan, this
 // process and the target's apply then run at once instead of in turn.
 func (t *Transfer) copy(ctx context.Context, cursor []byte, res *Result) error {
+	if src, ok := t.Source.(relayConn); ok {
+		if dst, ok := t.Target.(relayConn); ok {
+			return t.relayCopy(ctx, src.conn(), dst.conn(), cursor, res)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := t.Source.Export(ctx, &slotdv1.ExportRequest{

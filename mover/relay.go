@@ -1,0 +1,394 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	slotdv1 "github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/slots"
+)
+
+// The relay: the snapshot of a slot passes through the mover as the bytes
+// the source encoded. Decoding an export batch into 20,000 entries and
+// encoding them again into an import request cost the mover two copies of
+// every key and value and an allocation per field, for nothing it looks at
+// but the keys. The mover reads the batch's wire form in place instead:
+// every key is still checked against the slot (a store that lies is
+// refused before the target sees a byte of its batch), and the entries
+// field goes on to the target as the same bytes, views of the buffer gRPC
+// received them in. What the target receives is an ordinary ImportRequest,
+// so a target of any version reads it; the source sends an ordinary
+// ExportBatch.
+
+// relayConn is implemented by the Store clients of a StorePool: the
+// connection under them, for the calls the relay makes with its own codec.
+// A Store client without it (a test's wrapper) is copied through decoded
+// messages.
+type relayConn interface {
+	conn() grpc.ClientConnInterface
+}
+
+// poolClient is a StorePool's Store client.
+type poolClient struct {
+	slotdv1.StoreClient
+	cc grpc.ClientConnInterface
+}
+
+func (c poolClient) conn() grpc.ClientConnInterface { return c.cc }
+
+// rawBatch is one ExportBatch as received: its bytes, and what the scan of
+// them found. The entries are not decoded.
+type rawBatch struct {
+	buf mem.Buffer // the encoded batch; the holder frees it
+	// entries is the byte range of buf holding the entries fields (tags
+	// included), contiguous as a proto encoder writes them.
+	entries     [2]int
+	cursor      []byte // a view into buf
+	snapshotSeq uint64
+	done        bool
+	keys, bytes int
+}
+
+// relayImport is a SnapshotImport built from one or more raw batches: the
+// entries fields of each, then the last batch's cursor, snapshot sequence
+// and done flag, and the mover's batch number.
+type relayImport struct {
+	slot     uint32
+	moveID   string
+	batchSeq uint64
+	batches  []*rawBatch
+}
+
+// relayCodec is the proto codec with two exceptions: a *rawBatch is
+// received as bytes (not decoded; the caller scans them) and a *relayImport is sent as
+// the views of the raw batches it is made of.
+type relayCodec struct {
+	proto encoding.CodecV2
+}
+
+func newRelayCodec() relayCodec {
+	return relayCodec{proto: encoding.GetCodecV2("proto")}
+}
+
+// Name keeps the content-subtype "proto": on the wire nothing differs.
+func (relayCodec) Name() string { return "proto" }
+
+func (c relayCodec) Marshal(v any) (mem.BufferSlice, error) {
+	r, ok := v.(*relayImport)
+	if !ok {
+		return c.proto.Marshal(v)
+	}
+	return r.encode(), nil
+}
+
+func (c relayCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	b, ok := v.(*rawBatch)
+	if !ok {
+		return c.proto.Unmarshal(data, v)
+	}
+	// One contiguous buffer (a reference, not a copy, when gRPC received
+	// the message in one piece) so that keys can be hashed where they lie.
+	b.buf = data.MaterializeToBuffer(mem.DefaultBufferPool())
+	return nil
+}
+
+// errMalformed wraps a wire-format error in a batch: the store sent
+// something no encoder writes.
+func errMalformed(s slots.Slot, what string, at int) error {
+	return fmt.Errorf("%w: export batch of slot %d is malformed (%s at byte %d)", ErrStoreLied, s.Int(), what, at)
+}
+
+// scan walks the encoded ExportBatch in b.buf: it checks every entry's key
+// against slot s (the checkKeys of a decoded batch, with its message),
+// counts keys and bytes, and notes the entries' byte range and the scalar
+// fields. Unknown fields are skipped and not forwarded.
+func (b *rawBatch) scan(s slots.Slot) error {
+	data := b.buf.ReadOnlyData()
+	b.entries = [2]int{-1, -1}
+	for at := 0; at < len(data); {
+		num, typ, n := protowire.ConsumeTag(data[at:])
+		if n < 0 {
+			return errMalformed(s, "tag", at)
+		}
+		start := at
+		at += n
+		switch {
+		case num == 2 && typ == protowire.BytesType: // entries
+			e, n := protowire.ConsumeBytes(data[at:])
+			if n < 0 {
+				return errMalformed(s, "entry", at)
+			}
+			at += n
+			key, size, err := entryKey(e)
+			if err != nil {
+				return errMalformed(s, err.Error(), start)
+			}
+			if ks := slots.ForKey(key); ks != s {
+				return fmt.Errorf("%w: export of slot %d carried key %q of slot %d", ErrStoreLied, s.Int(), key, ks.Int())
+			}
+			switch {
+			case b.entries[0] < 0:
+				b.entries = [2]int{start, at}
+			case b.entries[1] == start:
+				b.entries[1] = at
+			default:
+				// Entries split by another field: no encoder writes that.
+				return errMalformed(s, "entries not contiguous", start)
+			}
+			b.keys++
+			b.bytes += size
+		case num == 3 && typ == protowire.BytesType: // cursor
+			v, n := protowire.ConsumeBytes(data[at:])
+			if n < 0 {
+				return errMalformed(s, "cursor", at)
+			}
+			b.cursor, at = v, at+n
+		case num == 4 && typ == protowire.VarintType: // snapshot_seq
+			v, n := protowire.ConsumeVarint(data[at:])
+			if n < 0 {
+				return errMalformed(s, "snapshot_seq", at)
+			}
+			b.snapshotSeq, at = v, at+n
+		case num == 5 && typ == protowire.VarintType: // done
+			v, n := protowire.ConsumeVarint(data[at:])
+			if n < 0 {
+				return errMalformed(s, "done", at)
+			}
+			b.done, at = v != 0, at+n
+		default: // slot (field 1), or a field this mover does not know
+			n := protowire.ConsumeFieldValue(num, typ, data[at:])
+			if n < 0 {
+				return errMalformed(s, "field", at)
+			}
+			at += n
+		}
+	}
+	if b.entries[0] < 0 {
+		b.entries = [2]int{0, 0}
+	}
+	return nil
+}
+
+// entryKey returns an encoded Entry's key (a view) and its key and value
+// bytes; the last occurrence of a field wins, as in a decoder.
+func entryKey(e []byte) (key []byte, size int, err error) {
+	var value []byte
+	for len(e) > 0 {
+		num, typ, n := protowire.ConsumeTag(e)
+		if n < 0 {
+			return nil, 0, errors.New("entry tag")
+		}
+		e = e[n:]
+		if (num == 1 || num == 2) && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(e)
+			if n < 0 {
+				return nil, 0, errors.New("entry field")
+			}
+			if num == 1 {
+				key = v
+			} else {
+				value = v
+			}
+			e = e[n:]
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, e)
+		if n < 0 {
+			return nil, 0, errors.New("entry field")
+		}
+		e = e[n:]
+	}
+	return key, len(key) + len(value), nil
+}
+
+// encode returns the ImportRequest as views of the raw batches between a
+// small header and trailer. SnapshotImport's entries are field 2 of type
+// Entry like ExportBatch's, so each batch's entries bytes are forwarded
+// as they are.
+func (r *relayImport) encode() mem.BufferSlice {
+	last := r.batches[len(r.batches)-1]
+	var trailer []byte
+	if len(last.cursor) > 0 {
+		trailer = protowire.AppendTag(trailer, 3, protowire.BytesType)
+		trailer = protowire.AppendBytes(trailer, last.cursor)
+	}
+	if last.snapshotSeq != 0 {
+		trailer = protowire.AppendTag(trailer, 4, protowire.VarintType)
+		trailer = protowire.AppendVarint(trailer, last.snapshotSeq)
+	}
+	if last.done {
+		trailer = protowire.AppendTag(trailer, 5, protowire.VarintType)
+		trailer = protowire.AppendVarint(trailer, 1)
+	}
+	trailer = protowire.AppendTag(trailer, 1, protowire.VarintType)
+	trailer = protowire.AppendVarint(trailer, r.batchSeq)
+	body := len(trailer)
+	for _, b := range r.batches {
+		body += b.entries[1] - b.entries[0]
+	}
+	var head []byte
+	if r.slot != 0 {
+		head = protowire.AppendTag(head, 1, protowire.VarintType)
+		head = protowire.AppendVarint(head, uint64(r.slot))
+	}
+	if r.moveID != "" {
+		head = protowire.AppendTag(head, 2, protowire.BytesType)
+		head = protowire.AppendString(head, r.moveID)
+	}
+	head = protowire.AppendTag(head, 3, protowire.BytesType)
+	head = protowire.AppendVarint(head, uint64(body))
+	out := make(mem.BufferSlice, 0, len(r.batches)+2)
+	out = append(out, mem.SliceBuffer(head))
+	for _, b := range r.batches {
+		if b.entries[1] > b.entries[0] {
+			// A view holds its own reference: gRPC frees it once sent.
+			out = append(out, b.buf.Slice(b.entries[0], b.entries[1]))
+		}
+	}
+	return append(out, mem.SliceBuffer(trailer))
+}
+
+// relayCopy is copy over the relay: the export stream is received raw on
+// the source's connection, and batches go to the target raw on its. Up to
+// maxRelayQueue batches wait between the two; whatever waits when the
+// target is ready (it was slower than the source) goes in one import of up
+// to maxRelayImportBytes, so a durable target commits, and syncs, fewer
+// and larger transactions exactly when its commits are what holds the copy
+// back.
+func (t *Transfer) relayCopy(ctx context.Context, src, dst grpc.ClientConnInterface, cursor []byte, res *Result) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	codec := grpc.ForceCodecV2(newRelayCodec())
+	stream, err := src.NewStream(ctx, &slotdv1.Store_ServiceDesc.Streams[0], slotdv1.Store_Export_FullMethodName, codec)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	req := &slotdv1.ExportRequest{
+		Slot: t.slot(), MoveId: t.MoveID, Cursor: cursor,
+		RateBytesPerSecond: t.Rate, MaxBatchBytes: t.MaxBatchBytes,
+	}
+	if err := stream.SendMsg(req); err != nil {
+		return classify("export", err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		return classify("export", err)
+	}
+	batches := make(chan *rawBatch, maxRelayQueue)
+	var recvErr error // set before batches is closed
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(batches)
+		for {
+			b := new(rawBatch)
+			err := stream.RecvMsg(b)
+			if err == nil {
+				if err = b.scan(t.Slot); err != nil {
+					b.buf.Free()
+				}
+			}
+			switch {
+			case err == io.EOF:
+				recvErr = fmt.Errorf("%w: export of slot %d ended without its last batch", ErrCaptureLost, t.Slot.Int())
+				return
+			case errors.Is(err, ErrStoreLied):
+				recvErr = err
+				return
+			case err != nil:
+				recvErr = classify("export", err)
+				return
+			}
+			select {
+			case batches <- b:
+			case <-ctx.Done():
+				b.buf.Free()
+				return
+			}
+			if b.done {
+				return
+			}
+		}
+	}()
+	// pending is taken from batches and not yet imported; carry is the
+	// batch that did not fit in the last import.
+	var pending []*rawBatch
+	var carry *rawBatch
+	defer func() {
+		cancel()
+		<-done
+		for b := range batches {
+			pending = append(pending, b)
+		}
+		if carry != nil {
+			pending = append(pending, carry)
+		}
+		for _, b := range pending {
+			b.buf.Free()
+		}
+	}()
+	resp := new(slotdv1.ImportResponse)
+	for {
+		b := carry
+		carry = nil
+		if b == nil {
+			var ok bool
+			if b, ok = <-batches; !ok {
+				return recvErr
+			}
+		}
+		pending = append(pending[:0], b)
+		size := b.buf.Len()
+	more:
+		for !b.done {
+			select {
+			case next, ok := <-batches:
+				if !ok {
+					break more
+				}
+				if size+next.buf.Len() > maxRelayImportBytes {
+					carry = next
+					break more
+				}
+				b = next
+				pending = append(pending, b)
+				size += b.buf.Len()
+			default:
+				break more
+			}
+		}
+		t.batchSeq++
+		imp := &relayImport{slot: t.slot(), moveID: t.MoveID, batchSeq: t.batchSeq, batches: pending}
+		if err := dst.Invoke(ctx, slotdv1.Store_Import_FullMethodName, imp, resp, codec); err != nil {
+			return classify("import snapshot batch", err)
+		}
+		bytes, keys := 0, 0
+		for _, b := range pending {
+			bytes, keys = bytes+b.bytes, keys+b.keys
+			b.buf.Free()
+		}
+		pending = pending[:0]
+		t.lastChange = max(t.lastChange, b.snapshotSeq)
+		t.account(res, bytes, keys)
+		if b.done {
+			return nil
+		}
+	}
+}
+
+// Relay bounds: batches waiting between source and target, and the
+// encoded size that waiting batches are merged up to. A single batch goes
+// alone whatever its size (the source keeps it under 2 MiB and one
+// entry); merged ones stay under 3 MiB, inside the target's default
+// 4 MiB receive limit (auth.DefaultMaxRecvMsgSize), which targets of
+// every version have.
+const (
+	maxRelayQueue       = 4
+	maxRelayImportBytes = 3 << 20
+)
