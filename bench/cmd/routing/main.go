@@ -68,6 +68,7 @@ type benchCase struct {
 
 type result struct {
 	nsPerOp []float64
+	cpuNs   []float64 // goroutine rows: CPU time per lookup per goroutine
 	allocs  int64
 }
 
@@ -155,10 +156,12 @@ func main() {
 		"GOMAXPROCS %d on %d CPUs: up to %d goroutines each have a core, and a per-goroutine ns/op at the one-goroutine "+
 		"figure means they do not contend (Route writes no shared memory); beyond that they take turns on the cores, so "+
 		"per-goroutine ns/op grows with goroutines / GOMAXPROCS from time-sharing alone, and the total (M routes/s, all "+
-		"goroutines) is the figure to read. On a machine shared with other work, the other goroutines compete for cores with it too.\n\n",
+		"goroutines) is the figure to read. On a machine shared with other work, that work competes for the cores too; "+
+		"the CPU columns (each goroutine's thread CPU clock around its loop, mean over goroutines) leave out time spent "+
+		"waiting for a core, so they stay at the one-goroutine figure unless the goroutines slow each other down.\n\n",
 		*rounds, procs, cpus, procs)
-	fmt.Fprintln(out, "| nodes | goroutines | Route ns/op per goroutine | M routes/s, all goroutines | vs 1 goroutine | floor ns/op per goroutine | Route / floor |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| nodes | goroutines | Route ns/op per goroutine | Route CPU ns/op per goroutine | M routes/s, all goroutines | vs 1 goroutine | floor ns/op per goroutine | floor CPU ns/op per goroutine | Route / floor (CPU when measured) |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|")
 	fmt.Fprintln(out, strings.Join(parRows, "\n"))
 	fmt.Fprintf(out, "\nHow each case is set up:\n\n%s\n", strings.Join(notes, "\n"))
 	fmt.Fprintf(out, "\nBuild time of each structure (one run, not interleaved; informational: what a membership change "+
@@ -365,6 +368,9 @@ func run(cases []benchCase, rounds int) []result {
 			}
 			res[k].nsPerOp = append(res[k].nsPerOp, float64(br.T.Nanoseconds())/float64(br.N))
 			res[k].allocs = max(res[k].allocs, br.AllocsPerOp())
+			if v, ok := br.Extra[cpuMetric]; ok {
+				res[k].cpuNs = append(res[k].cpuNs, v)
+			}
 		}
 		fmt.Fprintf(os.Stderr, "routing: round %d/%d done\n", r+1, rounds)
 	}

@@ -70,28 +70,45 @@ func measurePaired(floorLoop, oursLoop loop, pairs, blocks int) pairedResult {
 	return res
 }
 
+// cpuMetric is the goroutine rows' CPU time per lookup per goroutine.
+const cpuMetric = "cpu-ns/op"
+
 // parallel returns a benchmark that runs l from g goroutines at once, each
 // b.N lookups from its own offset into the keys: ns/op is then the time per
-// lookup of each goroutine while the others run too.
+// lookup of each goroutine while the others run too. Each goroutine also
+// reads its thread's CPU clock around its loop (cpuMetric, the mean over
+// goroutines): time spent waiting for a core does not count there, so it
+// stays flat with more goroutines unless they slow each other down (a
+// shared cache line written, say), whatever else the machine runs.
 func parallel(g int, l loop) func(b *testing.B) {
 	return func(b *testing.B) {
-		sums := make([]uint64, 8*g) // a cache line apart, written once each
+		// A cache line apart, written once each.
+		sums, cpu := make([]uint64, 8*g), make([]float64, 8*g)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for j := range g {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				runtime.LockOSThread() // the thread's CPU clock is the goroutine's
+				defer runtime.UnlockOSThread()
 				<-start
+				t0 := threadCPU()
 				sums[8*j] = l(b.N, j*(numKeys/4+1))
+				cpu[8*j] = float64(threadCPU()-t0) / float64(b.N)
 			}()
 		}
 		b.ResetTimer()
 		close(start)
 		wg.Wait()
 		b.StopTimer()
+		var cpuSum float64
 		for j := range g {
 			sinkU += sums[8*j]
+			cpuSum += cpu[8*j]
+		}
+		if threadCPU() >= 0 {
+			b.ReportMetric(cpuSum/float64(g), cpuMetric)
 		}
 	}
 }
@@ -122,11 +139,30 @@ func goroutineRows(w io.Writer, n int, cases []benchCase, res []result) {
 		}
 		return median(res[i].nsPerOp)
 	}
+	// cpu returns the median CPU ns/op of a case, 0 when not measured.
+	cpu := func(name string) float64 {
+		i := slices.IndexFunc(cases, func(c benchCase) bool { return c.name == name })
+		if len(res[i].cpuNs) == 0 {
+			return 0
+		}
+		return median(res[i].cpuNs)
+	}
+	fmtCPU := func(v float64) string {
+		if v == 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.1f ns", v)
+	}
 	one := find(parName(ours, 1))
 	for _, g := range goroutineCounts {
 		o, f := find(parName(ours, g)), find(parName(floor, g))
-		fmt.Fprintf(w, "| %s nodes | %d | %.1f ns | %.1f | %.2f | %.1f ns | %.2f |\n",
-			fmtInt(n), g, o, float64(g)*1e3/o, o/one, f, o/f)
+		oc, fc := cpu(parName(ours, g)), cpu(parName(floor, g))
+		ratio := o / f
+		if oc > 0 && fc > 0 {
+			ratio = oc / fc
+		}
+		fmt.Fprintf(w, "| %s nodes | %d | %.1f ns | %s | %.1f | %.2f | %.1f ns | %s | %.2f |\n",
+			fmtInt(n), g, o, fmtCPU(oc), float64(g)*1e3/o, o/one, f, fmtCPU(fc), ratio)
 	}
 }
 
