@@ -1,6 +1,8 @@
 package mover
 
 import (
+	"math"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slotd/slotd/directory"
@@ -44,7 +46,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		cutover: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "slotd_mover_cutover_pause_seconds", Help: "Write pause of a moved slot: from the source's fence to the directory commit.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+			// Half-octave bounds (..., 12.8, 18.1, 25.6 ms, ...): a pause
+			// target of 20 ms needs a bound between 12.8 and 25.6.
+			Buckets: prometheus.ExponentialBuckets(0.0001, math.Sqrt2, 36),
 		}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "slotd_mover_is_leader", Help: "1 while this slotd runs the cluster's mover.",

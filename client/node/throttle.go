@@ -24,11 +24,15 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // Throttle limits bytes per second with a token bucket. It is safe for
 // concurrent use; all exports of a node share one, so the limit is per donor.
 //
-// The bucket holds a fifth of a second of tokens and a large send waits in
-// pieces of at most that size. A reservation already made keeps the rate it
-// was made at, so a new rate takes effect within about 200 ms (a rate below
-// 5 B/s can take up to a second), and the burst after an idle period is at
-// most 200 ms worth of bytes.
+// The bucket holds a fiftieth of a second of tokens (burstsPerSecond) and a
+// large send waits in pieces of at most that size. A reservation already
+// made keeps the rate it was made at, so a new rate takes effect within
+// about 20 ms (a rate below 50 B/s can take up to a second), and the burst
+// after an idle period or a stall is at most 20 ms worth of bytes: no
+// 1-second window carries more than 2% above the rate (with 200 ms, a
+// donor that stalled, its target slow for a moment, then sent 20% above
+// it), while the gaps between one move's copy and the next (a few ms) are
+// still paid back.
 type Throttle struct {
 	clock Clock
 	mu    sync.Mutex // guards lim's limit and burst changing together
@@ -46,8 +50,12 @@ func NewThrottle(bytesPerSec int64, clock Clock) *Throttle {
 }
 
 func burstFor(bytesPerSec int64) int {
-	return int(max(1, min(bytesPerSec/5, math.MaxInt32)))
+	return int(max(1, min(bytesPerSec/burstsPerSecond, math.MaxInt32)))
 }
+
+// burstsPerSecond is the bucket's size as a fraction of a second of the
+// rate: 50 holds 20 ms of tokens.
+const burstsPerSecond = 50
 
 // SetRate changes the limit; 0 or less means unlimited.
 func (t *Throttle) SetRate(bytesPerSec int64) {

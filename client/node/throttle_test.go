@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -131,21 +132,45 @@ func TestThrottleUnlimitedAndCancel(t *testing.T) {
 	}
 }
 
-// TestThrottledBatch: under a throttle a batch holds about a quarter second
-// of data (at least 16 KiB), so progress moves smoothly at low rates.
+// TestThrottledBatch: under a throttle a batch holds a fiftieth of a
+// second of data (at least 16 KiB), so the bytes counted per second move
+// in steps of about 2%.
 func TestThrottledBatch(t *testing.T) {
 	for _, tc := range []struct {
 		rate int64
 		want int
 	}{
 		{0, 1 << 20},
-		{100_000, 25_000},
+		{100_000, 16 << 10},
 		{1_000, 16 << 10},
-		{10_000_000, 1 << 20},
+		{5_000_000, 100_000},
+		{20_000_000, 400_000},
+		{50_000_000, 1_000_000},
+		{100_000_000, 1 << 20},
 	} {
 		n := &Node{throttle: NewThrottle(tc.rate, nil)}
 		if got := n.throttledBatch(1 << 20); got != tc.want {
 			t.Errorf("rate %d B/s: batch %d, want %d", tc.rate, got, tc.want)
 		}
+	}
+}
+
+// TestThrottledExportWindows: an export sending batches of the size
+// throttledBatch gives (what Export does) carries, in every whole second
+// after the first, within 5% of the rate, counting each batch when it is
+// sent: issue 19's throttle target at 5 and 20 MB/s, and the default
+// 50 MB/s.
+func TestThrottledExportWindows(t *testing.T) {
+	for _, rate := range []int64{5_000_000, 20_000_000, 50_000_000} {
+		t.Run(fmt.Sprintf("%dMB/s", rate/1_000_000), func(t *testing.T) {
+			clock := &simClock{now: time.Unix(1000, 0)}
+			n := &Node{throttle: NewThrottle(rate, clock)}
+			windows := sendThrottled(t, n.throttle, clock, int(8*rate), n.throttledBatch(defaultBatchBytes), 0, nil)
+			for i, w := range windows[1 : len(windows)-1] {
+				if math.Abs(w-float64(rate)) > 0.05*float64(rate) {
+					t.Errorf("second %d: %.0f bytes, want %d ±5%%", i+1, w, rate)
+				}
+			}
+		})
 	}
 }

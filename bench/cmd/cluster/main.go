@@ -71,7 +71,7 @@ func main() {
 	flag.IntVar(&c.rebalanceKeys, "rebalance-keys", 200_000, "item 3: keys of 100 B over the cluster")
 	flag.IntVar(&c.runs, "runs", 3, "item 2: runs per case (the median is reported)")
 	flag.IntVar(&c.emptyMoves, "empty-moves", 30, "item 3: empty-slot moves each way")
-	flag.IntVar(&c.rebalanceParallelism, "rebalance-parallelism", 16, "item 3: slotd --move-parallelism (1 is slotd's default: one move at a time)")
+	flag.IntVar(&c.rebalanceParallelism, "rebalance-parallelism", 0, "item 3: slotd --move-parallelism (0: slotd's defaults, no flag; 1: strictly one move at a time)")
 	flag.BoolVar(&c.rebalanceDurable, "rebalance-durable", false, "item 3: slotkv --fsync=true on disk (default: fsync off on tmpfs, our fastest)")
 	flag.StringVar(&items, "items", "2,3,4,5,6,load", "items of issue 10 to run (4 and 5 need 2), and load (issue 14: load-aware planning)")
 	flag.Parse()
