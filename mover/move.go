@@ -313,6 +313,16 @@ func (e *Executor) transferWith(ctx context.Context, mv directory.Move, src, dst
 		delete(e.inflight, mv.MoveID)
 		e.mu.Unlock()
 	}()
+	// A copy of a slot holding data waits for its donor (scheduler.go).
+	copied := func() {}
+	if step == StepCopy {
+		release, err := e.sched.acquireCopy(ctx, mv)
+		if err != nil {
+			return Result{}, err
+		}
+		copied = release
+	}
+	defer copied()
 	var fencedAt time.Time
 	j := &journal{e: e, mv: mv, prog: prog, fencing: fencing, g: g}
 	t := &Transfer{
@@ -327,6 +337,7 @@ func (e *Executor) transferWith(ctx context.Context, mv directory.Move, src, dst
 			e.m.keysMoved.Add(float64(k))
 		},
 		Fenced: func() { fencedAt = time.Now() },
+		Copied: copied,
 	}
 	res, err := t.Run(ctx, step)
 	if err == nil {
@@ -364,13 +375,8 @@ func (j *journal) Fencing(ctx context.Context) error {
 	j.fencing.Store(true)
 	j.setPhase(string(directory.PhaseFenced))
 	_, err := j.e.dir.AdvanceMove(ctx, j.mv.Slot, j.mv.MoveID, directory.PhaseFenced)
-	if err == nil {
-		// Recorded fenced, the move never copies again: its donor may
-		// start the next copy (scheduler.go).
-		j.e.copyEnded(j.mv)
-		if j.e.hook != nil {
-			j.e.hook("fenced", j.mv, j.g)
-		}
+	if err == nil && j.e.hook != nil {
+		j.e.hook("fenced", j.mv, j.g)
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package mover
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -16,8 +17,8 @@ import (
 // The scheduler decides what runs next: moves left in flight outside an
 // applying plan are settled first, then the applying plan's pending moves
 // run in a window of up to Parallelism at once, each donor copying at most
-// one slot holding data at a time (a move that ends, or is fenced, makes
-// room for the next). It keeps the plan records with their results as last
+// one slot holding data at a time (a move that ends makes room for the
+// next). It keeps the plan records with their results as last
 // read; the results of this leader's own moves are added as they end (the
 // directory has them already: each was written by the transaction that
 // ended the move).
@@ -35,15 +36,16 @@ type scheduler struct {
 	recMu sync.Mutex
 	plans []*Plan // owned by the plan loop goroutine
 
-	// copyMu guards onCopyEnd: what to call when a data move of the
-	// window is recorded fenced (it frees its donor).
+	// copyMu guards dataMoves (the window's moves of slots holding data)
+	// and gates (per donor: full while one of them copies).
 	copyMu    sync.Mutex
-	onCopyEnd map[copyKey]func()
+	dataMoves map[copyKey]bool
+	gates     map[string]chan struct{}
 }
 
 func (s *scheduler) init() {
 	s.stale, s.selfWrites = map[string]bool{}, map[string]int{}
-	s.onCopyEnd = map[copyKey]func(){}
+	s.dataMoves, s.gates = map[copyKey]bool{}, map[string]chan struct{}{}
 	s.dirty.Store(true)
 }
 
@@ -180,30 +182,34 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 const windowBatch = 16
 
 // What "one slot at a time" (seed 002, rule 2) means here: each donor
-// copies at most one slot holding data at a time. A move's copy and
-// catch-up are what load its donor (a scan of the whole slot, and its
-// bytes through the donor's throttle); its fence, drain and commit are
-// directory round trips. So the next data move from a donor begins once
-// the previous one is recorded fenced (from there it only drains and
-// commits; it never copies again), which keeps the donor's copy
-// continuous under the throttle. Near-empty slots (SmallSlotBytes) copy
-// in one small batch and share the window, several at once; moves from
-// other donors run alongside; at most Parallelism are in flight. The
-// seed's other rule, one membership change at a time, is the plan's: one
-// plan applies at a time, and its node edits are made before its first
-// move.
+// streams at most one snapshot of a slot holding data at a time. A move's
+// copy is what loads its donor (a scan of the whole slot, its bytes
+// through the donor's throttle); its catch-up, fence, drain and commit are
+// small reads and directory round trips. So a donor's data moves wait at
+// the donor's gate before their copy (acquireCopy, from transferWith) and
+// pass it on when their copy is over (Transfer.Copied), and the window
+// keeps the donor's next data move begun and waiting at the gate
+// (readyPerDonor): its directory round trips are then no gap in the
+// donor's copy, which stays continuous under the throttle. Near-empty
+// slots (SmallSlotBytes) copy in one small batch and share the window,
+// several at once; moves from other donors run alongside; at most
+// Parallelism are in flight. The seed's other rule, one membership change
+// at a time, is the plan's: one plan applies at a time, and its node edits
+// are made before its first move.
+
+// readyPerDonor bounds a donor's data moves in flight: one copying, and
+// the next begun and waiting at the donor's gate.
+const readyPerDonor = 2
 
 // window is runWindow's state: the moves it started that have not ended,
-// and the donors copying a slot holding data.
+// and the data moves among them per donor.
 type window struct {
-	mu      sync.Mutex // guards running, copying, inFlight and errs
-	running map[int]bool
-	// copying holds the donors whose data move has not been recorded
-	// fenced yet (or ended), by donor id, with that move's index.
-	copying  map[string]int
+	mu       sync.Mutex // guards running, data, inFlight and errs
+	running  map[int]bool
+	data     map[string]int // data moves in flight, by donor id
 	inFlight int
 	errs     []error
-	// changed wakes the loop when a move ends or a donor is free.
+	// changed wakes the loop when a move ends.
 	changed chan struct{}
 }
 
@@ -214,56 +220,59 @@ func (w *window) signal() {
 	}
 }
 
-// freeDonor ends move i's hold on donor, if it holds it.
-func (w *window) freeDonor(donor string, i int) {
-	w.mu.Lock()
-	if j, ok := w.copying[donor]; ok && j == i {
-		delete(w.copying, donor)
-	}
-	w.mu.Unlock()
-	w.signal()
-}
-
-// copyKey names a move of a plan for copyEnded.
+// copyKey names a move of a plan.
 type copyKey struct {
 	plan  string
 	index int
 }
 
-// copyEnded tells the scheduler that move mv is recorded fenced: its donor
-// may start copying the next slot holding data.
-func (e *Executor) copyEnded(mv directory.Move) {
-	s := &e.sched
+// markData registers move k as moving a slot holding data: its copies
+// wait for their donor's gate.
+func (s *scheduler) markData(k copyKey, data bool) {
 	s.copyMu.Lock()
-	free := s.onCopyEnd[copyKey{mv.PlanID, mv.Index}]
-	s.copyMu.Unlock()
-	if free != nil {
-		free()
+	defer s.copyMu.Unlock()
+	if data {
+		s.dataMoves[k] = true
+	} else {
+		delete(s.dataMoves, k)
 	}
 }
 
-func (s *scheduler) watchCopy(k copyKey, free func()) {
+// acquireCopy waits until move mv may copy: at once for a near-empty slot
+// or a move outside the window (one settled), else when no other copy of
+// a slot holding data runs on its donor. release (idempotent) passes the
+// donor on; an error is ctx's.
+func (s *scheduler) acquireCopy(ctx context.Context, mv directory.Move) (release func(), err error) {
 	s.copyMu.Lock()
-	s.onCopyEnd[k] = free
+	if !s.dataMoves[copyKey{mv.PlanID, mv.Index}] {
+		s.copyMu.Unlock()
+		return func() {}, nil
+	}
+	gate := s.gates[mv.From]
+	if gate == nil {
+		gate = make(chan struct{}, 1)
+		s.gates[mv.From] = gate
+	}
 	s.copyMu.Unlock()
-}
-
-func (s *scheduler) unwatchCopy(k copyKey) {
-	s.copyMu.Lock()
-	delete(s.onCopyEnd, k)
-	s.copyMu.Unlock()
+	select {
+	case gate <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for donor %s to copy slot %d: %w", mv.From, mv.Slot.Int(), ctx.Err())
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-gate }) }, nil
 }
 
 // runWindow runs the pending moves of plan p with up to Parallelism in
-// flight and at most one copy of a slot holding data per donor: a move
-// that ends, or a data move recorded fenced, makes room for the next
-// pending one that may run (plan order, skipping moves whose donor is
-// copying). It stops starting moves after windowBatch*Parallelism of
+// flight, of which at most readyPerDonor move slots holding data from one
+// donor (their copies take turns at the donor's gate): a move that ends
+// makes room for the next pending one that may run (plan order, skipping
+// data moves of a donor that has its share). It stops starting moves after windowBatch*Parallelism of
 // them, when p stops applying (a move paused it, or the operator did: g
 // halts), or when a move returns an error, and returns once the moves in
 // flight have ended.
 func (e *Executor) runWindow(ctx context.Context, snap *directory.Snapshot, p *Plan, g *planGuard) error {
-	w := &window{running: map[int]bool{}, copying: map[string]int{}, changed: make(chan struct{}, 1)}
+	w := &window{running: map[int]bool{}, data: map[string]int{}, changed: make(chan struct{}, 1)}
 	limit := e.cfg.Parallelism
 	var small func(i int) bool
 	if limit > 1 {
@@ -290,20 +299,16 @@ func (e *Executor) runWindow(ctx context.Context, snap *directory.Snapshot, p *P
 		}
 		donor := p.Moves[i].From
 		k := copyKey{p.ID, i}
-		if data {
-			e.sched.watchCopy(k, func() { w.freeDonor(donor, i) })
-		}
+		e.sched.markData(k, data)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			err := e.runMove(ctx, at, p, i, g)
-			if data {
-				e.sched.unwatchCopy(k)
-			}
+			e.sched.markData(k, false)
 			w.mu.Lock()
 			delete(w.running, i)
-			if j, ok := w.copying[donor]; ok && j == i {
-				delete(w.copying, donor)
+			if data {
+				w.data[donor]--
 			}
 			w.inFlight--
 			if err != nil {
@@ -318,8 +323,8 @@ func (e *Executor) runWindow(ctx context.Context, snap *directory.Snapshot, p *P
 }
 
 // pick chooses the next move of p to start and marks it running: the
-// first runnable one not running that the window has room for, whose
-// donor is free if its slot holds data (data). It returns i < 0 when no
+// first runnable one not running that the window has room for, and, if
+// its slot holds data (data), its donor too. It returns i < 0 when no
 // move should start any more, and wait when one may start after a move in
 // flight ends or is fenced.
 func (e *Executor) pick(ctx context.Context, w *window, p *Plan, g *planGuard, limit int, small func(int) bool) (i int, data, wait bool) {
@@ -341,14 +346,14 @@ func (e *Executor) pick(ctx context.Context, w *window, p *Plan, g *planGuard, l
 			return -1, false, true
 		}
 		isData := small == nil || !small(k)
-		if _, busy := w.copying[m.From]; isData && busy {
+		if isData && w.data[m.From] >= readyPerDonor {
 			blocked = true
 			continue
 		}
 		w.running[k] = true
 		w.inFlight++
 		if isData {
-			w.copying[m.From] = k
+			w.data[m.From]++
 		}
 		return k, isData, false
 	}

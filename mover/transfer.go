@@ -83,6 +83,10 @@ type Transfer struct {
 	// Fenced, if set, is called when the source is fenced; Committed's
 	// caller measures the cutover pause from it.
 	Fenced func()
+	// Copied, if set, is called when the snapshot copy is over (or was
+	// already), before catch-up: the scheduler then lets the donor's next
+	// copy start.
+	Copied func()
 	// Fresh says the move was just begun, so the target holds nothing of it
 	// and asking it where to resume would be a wasted round trip.
 	Fresh bool
@@ -122,6 +126,9 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 		if err := t.copy(ctx, st.Cursor, &res); err != nil {
 			return res, err
 		}
+	}
+	if t.Copied != nil {
+		t.Copied()
 	}
 	if from <= StepCatchUp {
 		if err := t.catchUp(ctx, &res); err != nil {
