@@ -270,6 +270,12 @@ func itemMoveOne(ctx context.Context, c *config, w io.Writer) error {
 			return err
 		}
 	}
+	var thrSet throttleSet
+	if c.items["5"] {
+		if thrSet, err = loadThrottleSet(ctx, oc, skip); err != nil {
+			return err
+		}
+	}
 	ours := map[string]map[bool]time.Duration{}
 	before, _ := oc.metrics()
 	var afterDurable map[string]float64
@@ -325,7 +331,7 @@ func itemMoveOne(ctx context.Context, c *config, w io.Writer) error {
 	}
 	var thr []row
 	if c.items["5"] {
-		if thr, err = itemThrottle(ctx, oc, slotFor(slotOf[cases[1].name].slot)); err != nil {
+		if thr, err = itemThrottle(ctx, oc, thrSet); err != nil {
 			return err
 		}
 	}
@@ -360,9 +366,12 @@ func itemMoveOne(ctx context.Context, c *config, w io.Writer) error {
 	}
 	if c.items["5"] {
 		fmt.Fprintf(w, "### 5. Throttle accuracy\n\n")
-		fmt.Fprintf(w, "`slotctl throttle RATE` (Admin.SetThrottle), then moves of the 1 KiB slot; slotd's `slotd_mover_bytes_moved_total` "+
-			"scraped from /metrics every second, rate per window (windows where no move ran, the first and the last left out). "+
-			"Redis has no throttle for a reshard: the peer column is the setting, ratio = setting / median achieved.\n\n")
+		fmt.Fprintf(w, "Target (issue 19, item 5): while a plan copies continuously, every 1-s window within 5%% of the setting, at 5 and 20 MB/s. "+
+			"`slotctl throttle RATE` (Admin.SetThrottle), then, per rate, a plan moving slots of %d MiB (values of 64 KiB, loaded on n1 before the nodes turned durable) from n1 to n2 "+
+			"at slotd's defaults: n1 copies one of them at a time, the next begun and waiting, for about %d s. slotkv durable (`--fsync=true`). "+
+			"slotd's `slotd_mover_bytes_moved_total` (bytes applied on the target) scraped from /metrics every second from the Apply to the plan's end; "+
+			"every window counts but the first (the token bucket's burst) and the last, partial one. "+
+			"Redis has no throttle for a reshard: the peer column is the setting, ratio = setting / median achieved.\n\n", throttleSlotBytes>>20, throttleSeconds)
 		printTable(w, thr)
 	}
 	if c.items["6"] {

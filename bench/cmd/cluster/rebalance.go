@@ -110,34 +110,28 @@ func itemRebalance(ctx context.Context, c *config, shm string, w io.Writer) erro
 	if err := oc.put(ctx, c.rebalanceKeys, 100, 64, func(i int) string { return "user:" + strconv.Itoa(i) }); err != nil {
 		return err
 	}
-	logf("item 3: ours: slotctl rebalance --yes (load %s)", loadavg())
-	mBefore, _ := oc.metrics()
-	ourTook, _, err := timed(ctx, filepath.Join(c.bin, "slotctl"), "--endpoints", oc.slotdAddr, "rebalance", "--yes", "--reason", "bench")
+	auto, err := ourRebalance(ctx, c, oc, "")
 	if err != nil {
 		return err
 	}
-	ourMoved := 0
-	if err := poll(ctx, 10*time.Second, 20*time.Millisecond, "map after rebalance", func() error {
-		m := oc.sdk.Map()
-		ourMoved = 0
-		for i := range slots.Count {
-			if m.OwnerID(slots.MustNew(i)) == "n4" {
-				ourMoved++
-			}
-		}
-		if ourMoved == 0 {
-			return fmt.Errorf("n4 owns no slot")
-		}
-		return nil
-	}); err != nil {
+	oc.close()
+	ps.stopAll()
+	// Like for like: a fresh cluster, the same load, and a plan of slot
+	// counts (what redis-cli balances), so both move 4,096 slots.
+	logf("item 3: ours again, a plan by slot counts")
+	oc, err = startOurs(ctx, ps, c.bin, filepath.Join(shm, "slotd3b"), kvDir+"b", 4, 3, c.rebalanceDurable, slotdArgs...)
+	if err != nil {
 		return err
 	}
-	logf("item 3: ours rebalance: %v, %d slots to n4", ourTook, ourMoved)
-	mAfter, _ := oc.metrics()
-	cut50, nCut := histQuantile(mBefore, mAfter, "slotd_mover_cutover_pause_seconds", 0.5)
-	cut99, _ := histQuantile(mBefore, mAfter, "slotd_mover_cutover_pause_seconds", 0.99)
-	mv50, _ := histQuantile(mBefore, mAfter, "slotd_mover_move_duration_seconds", 0.5)
-	mv99, _ := histQuantile(mBefore, mAfter, "slotd_mover_move_duration_seconds", 0.99)
+	defer oc.close()
+	logf("item 3: ours: loading %d keys", c.rebalanceKeys)
+	if err := oc.put(ctx, c.rebalanceKeys, 100, 64, func(i int) string { return "user:" + strconv.Itoa(i) }); err != nil {
+		return err
+	}
+	bySlots, err := ourRebalance(ctx, c, oc, "slots")
+	if err != nil {
+		return err
+	}
 	oc.close()
 	ps.stopAll()
 
@@ -145,51 +139,110 @@ func itemRebalance(ctx context.Context, c *config, shm string, w io.Writer) erro
 	if c.rebalanceDurable {
 		kvSettings = "slotkv `--fsync=true` with its data on disk"
 	}
-	ourCmd := "`slotctl rebalance --yes` against slotd started with its defaults (no --move-parallelism)"
+	ourCmd := "slotd started with its defaults (no --move-parallelism)"
 	benchCmd := "`cd bench && go run ./cmd/cluster -items 3`"
 	if c.rebalanceParallelism > 0 {
-		ourCmd = fmt.Sprintf("`slotctl rebalance --yes` against `slotd --move-parallelism %d`", c.rebalanceParallelism)
+		ourCmd = fmt.Sprintf("`slotd --move-parallelism %d`", c.rebalanceParallelism)
 		benchCmd = fmt.Sprintf("`cd bench && go run ./cmd/cluster -items 3 -rebalance-parallelism %d`", c.rebalanceParallelism)
 	}
 	// Issue 19, item 1: faster than redis-cli at slotd's defaults, with the
 	// cutover pause p99 within 20 ms (a histogram bucket bound at or below
-	// it: the bound is what the metric can show).
-	faster := ourTook < redisTook
-	pauseOK := cut99 <= 0.020
-	met := "met"
-	switch {
-	case c.rebalanceParallelism > 0:
-		met = "not applicable: the target is slotd's defaults, this run set --move-parallelism"
-	case !faster && !pauseOK:
-		met = "NOT met: slower than Redis and the pause p99 is above 20 ms"
-	case !faster:
-		met = "NOT met: slower than Redis"
-	case !pauseOK:
-		met = "NOT met: the pause p99 is above 20 ms"
+	// it: the bound is what the metric can show). Judged on both plans.
+	verdict := func(r rebalanceRun) (string, bool) {
+		faster, pauseOK := r.took < redisTook, r.cut99 <= 0.020
+		switch {
+		case c.rebalanceParallelism > 0:
+			return "not applicable: the target is slotd's defaults, this run set --move-parallelism", false
+		case !faster && !pauseOK:
+			return "NOT met: slower than Redis and the pause p99 is above 20 ms", false
+		case !faster:
+			return "NOT met: slower than Redis", false
+		case !pauseOK:
+			return "NOT met: the pause p99 is above 20 ms", false
+		}
+		return "met", true
 	}
+	metAuto, _ := verdict(auto)
+	metSlots, _ := verdict(bySlots)
 	fmt.Fprintf(w, "### 3. Rebalancing 3 -> 4 nodes, %d keys x 100 B\n\n", c.rebalanceKeys)
 	fmt.Fprintf(w, "Target (issue 19, item 1): `slotctl rebalance --yes` with slotd's defaults faster than `redis-cli --cluster rebalance`, "+
-		"with the cutover write pause p99 <= 20 ms. This run: %s (ours %s vs Redis %s, ratio %s; pause p99 ≤ %s).\n\n",
-		met, fmtDur(ourTook), fmtDur(redisTook), ratio(redisTook.Seconds(), ourTook.Seconds()), fmtDur(time.Duration(cut99*1e9)))
+		"with the cutover write pause p99 <= 20 ms. This run: `slotctl rebalance --yes` (slotd's default plan, `--balance-by auto`: %d slots): %s (%s vs Redis %s, ratio %s; pause p99 ≤ %s); "+
+		"`slotctl rebalance --yes --balance-by slots` (slot counts, like redis-cli: %d slots): %s (%s, ratio %s; pause p99 ≤ %s).\n\n",
+		auto.moved, metAuto, fmtDur(auto.took), fmtDur(redisTook), ratio(redisTook.Seconds(), auto.took.Seconds()), fmtDur(time.Duration(auto.cut99*1e9)),
+		bySlots.moved, metSlots, fmtDur(bySlots.took), ratio(redisTook.Seconds(), bySlots.took.Seconds()), fmtDur(time.Duration(bySlots.cut99*1e9)))
 	fmt.Fprintf(w, "Redis: three masters loaded, an empty fourth added with `redis-cli --cluster add-node`, then the rebalance command timed (its default `--cluster-pipeline` 10). "+
 		"Ours: three slotkv nodes loaded through the SDK, a fourth registered, then `slotctl rebalance --yes` timed (plan + apply + wait; "+
-		"its wait polls every 300 ms). Settings of our figure: %s, slotd's embedded etcd on tmpfs (/dev/shm: each move waits for a few etcd commits), "+
+		"its wait polls every 300 ms), on a fresh cluster for each plan. `--balance-by auto` (slotd's default) balances the bytes and requests the nodes report, within 10%%, so it may move fewer slots than a balance of slot counts. "+
+		"Settings of our figure: %s, slotd's embedded etcd on tmpfs (/dev/shm: each move waits for a few etcd commits), "+
 		"throttle unlimited, %s. Empty-slot moves: Admin.Move to the SDK's map showing the new owner, before the load, %d moves (slots n1 -> n2 and back), after a first move timed apart (it dials the stores: %s). "+
 		"Ratio = Redis / ours. 1-minute load average at the start: %s.\n\n", kvSettings, settings, len(empty), fmtDur(cold), load)
-	rows := []row{
-		{fmt.Sprintf("rebalance 3 -> 4 (ours %d slots, Redis %d slots); target: ours faster at slotd's defaults: %s", ourMoved, redisMoved, met), fmtDur(ourTook), fmtDur(redisTook), ratio(redisTook.Seconds(), ourTook.Seconds()),
-			ourCmd + "; `redis-cli --cluster rebalance 127.0.0.1:PORT --cluster-use-empty-masters`; " + benchCmd},
-		{"per moved slot, whole rebalance / slots", fmtDur(ourTook / time.Duration(max(1, ourMoved))), fmtDur(redisTook / time.Duration(max(1, redisMoved))),
-			ratio(redisTook.Seconds()/float64(max(1, redisMoved)), ourTook.Seconds()/float64(max(1, ourMoved))), "same"},
-		{"empty-slot move end to end (per-slot control overhead), p50 / p99", fmtDur(quantile(empty, 0.5)) + " / " + fmtDur(quantile(empty, 0.99)), "-", "-",
-			"Admin.Move (`slotctl move SLOT --to ID`) until the SDK map shows it; " + benchCmd},
+	var rows []row
+	for _, r := range []struct {
+		run  rebalanceRun
+		plan string
+		met  string
+	}{{auto, "", metAuto}, {bySlots, " --balance-by slots", metSlots}} {
+		rows = append(rows,
+			row{fmt.Sprintf("rebalance 3 -> 4, `slotctl rebalance --yes%s` (ours %d slots, Redis %d slots); target: faster than Redis at slotd's defaults with pause p99 <= 20 ms: %s", r.plan, r.run.moved, redisMoved, r.met),
+				fmtDur(r.run.took), fmtDur(redisTook), ratio(redisTook.Seconds(), r.run.took.Seconds()),
+				fmt.Sprintf("`slotctl rebalance --yes%s` against %s; `redis-cli --cluster rebalance 127.0.0.1:PORT --cluster-use-empty-masters`; %s", r.plan, ourCmd, benchCmd)},
+			row{"per moved slot, whole rebalance / slots", fmtDur(r.run.took / time.Duration(max(1, r.run.moved))), fmtDur(redisTook / time.Duration(max(1, redisMoved))),
+				ratio(redisTook.Seconds()/float64(max(1, redisMoved)), r.run.took.Seconds()/float64(max(1, r.run.moved))), "same"},
+			row{fmt.Sprintf("one move inside the rebalance, begin -> commit, p50 / p99 (%d moves)", r.run.nCut), fmt.Sprintf("≤ %s / ≤ %s", fmtDur(time.Duration(r.run.mv50*1e9)), fmtDur(time.Duration(r.run.mv99*1e9))), "-", "-",
+				"`slotd_mover_move_duration_seconds` on slotd's /metrics (histogram bucket bounds)"},
+			row{fmt.Sprintf("cutover write pause inside the rebalance, p50 / p99 (%d moves); target p99 <= 20 ms: %s", r.run.nCut, map[bool]string{true: "met", false: "NOT met"}[r.run.cut99 <= 0.020]),
+				fmt.Sprintf("≤ %s / ≤ %s", fmtDur(time.Duration(r.run.cut50*1e9)), fmtDur(time.Duration(r.run.cut99*1e9))), "20 ms (target)", ratio(0.020, r.run.cut99),
+				"`slotd_mover_cutover_pause_seconds` on slotd's /metrics (histogram bucket bounds, half octaves)"})
 	}
-	rows = append(rows,
-		row{fmt.Sprintf("one move inside the rebalance, begin -> commit, p50 / p99 (%d moves)", nCut), fmt.Sprintf("≤ %s / ≤ %s", fmtDur(time.Duration(mv50*1e9)), fmtDur(time.Duration(mv99*1e9))), "-", "-",
-			"`slotd_mover_move_duration_seconds` on slotd's /metrics (histogram bucket bounds)"},
-		row{fmt.Sprintf("cutover write pause inside the rebalance, p50 / p99 (%d moves); target p99 <= 20 ms: %s", nCut, map[bool]string{true: "met", false: "NOT met"}[pauseOK]),
-			fmt.Sprintf("≤ %s / ≤ %s", fmtDur(time.Duration(cut50*1e9)), fmtDur(time.Duration(cut99*1e9))), "20 ms (target)", ratio(0.020, cut99),
-			"`slotd_mover_cutover_pause_seconds` on slotd's /metrics (histogram bucket bounds)"})
+	rows = append(rows, row{"empty-slot move end to end (per-slot control overhead), p50 / p99", fmtDur(quantile(empty, 0.5)) + " / " + fmtDur(quantile(empty, 0.99)), "-", "-",
+		"Admin.Move (`slotctl move SLOT --to ID`) until the SDK map shows it; " + benchCmd})
 	printTable(w, rows)
 	return nil
+}
+
+// rebalanceRun is one `slotctl rebalance --yes` on our cluster.
+type rebalanceRun struct {
+	took                     time.Duration
+	moved, nCut              int
+	cut50, cut99, mv50, mv99 float64
+}
+
+// ourRebalance runs `slotctl rebalance --yes` (with --balance-by by, if
+// set) and reads what it did from the SDK's map and slotd's metrics.
+func ourRebalance(ctx context.Context, c *config, oc *ourCluster, by string) (rebalanceRun, error) {
+	var r rebalanceRun
+	args := []string{"--endpoints", oc.slotdAddr, "rebalance", "--yes", "--reason", "bench"}
+	if by != "" {
+		args = append(args, "--balance-by", by)
+	}
+	logf("item 3: ours: slotctl %v (load %s)", args[2:], loadavg())
+	mBefore, _ := oc.metrics()
+	took, _, err := timed(ctx, filepath.Join(c.bin, "slotctl"), args...)
+	if err != nil {
+		return r, err
+	}
+	r.took = took
+	mAfter, _ := oc.metrics()
+	r.cut50, r.nCut = histQuantile(mBefore, mAfter, "slotd_mover_cutover_pause_seconds", 0.5)
+	r.cut99, _ = histQuantile(mBefore, mAfter, "slotd_mover_cutover_pause_seconds", 0.99)
+	r.mv50, _ = histQuantile(mBefore, mAfter, "slotd_mover_move_duration_seconds", 0.5)
+	r.mv99, _ = histQuantile(mBefore, mAfter, "slotd_mover_move_duration_seconds", 0.99)
+	// The SDK's map may lag the directory by a version or two.
+	if err := poll(ctx, 10*time.Second, 20*time.Millisecond, "map after rebalance", func() error {
+		m := oc.sdk.Map()
+		r.moved = 0
+		for i := range slots.Count {
+			if m.OwnerID(slots.MustNew(i)) == "n4" {
+				r.moved++
+			}
+		}
+		if r.moved < r.nCut {
+			return fmt.Errorf("n4 owns %d slots, %d moves committed", r.moved, r.nCut)
+		}
+		return nil
+	}); err != nil {
+		return r, err
+	}
+	logf("item 3: ours rebalance: %v, %d slots to n4", r.took, r.moved)
+	return r, nil
 }
