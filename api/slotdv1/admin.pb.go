@@ -1707,7 +1707,7 @@ type Plan struct {
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The directory version the plan was computed from.
 	BaseVersion uint64 `protobuf:"varint,2,opt,name=base_version,json=baseVersion,proto3" json:"base_version,omitempty"`
-	// Run in this order, one at a time by default.
+	// In this order, a donor copying one slot holding data at a time by default.
 	Moves      []*PlannedMove `protobuf:"bytes,3,rep,name=moves,proto3" json:"moves,omitempty"`
 	Nodes      []*NodeBalance `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	TotalBytes uint64         `protobuf:"varint,5,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`

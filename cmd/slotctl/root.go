@@ -97,8 +97,8 @@ func newRootCmd(g *globals) *cobra.Command {
 		Use:   "slotctl",
 		Short: "Operate a slotd cluster: slot map, nodes, planned rebalances",
 		Long: `slotctl drives a slotd cluster. Every change is planned and shown before it is
-applied, moves one slot at a time under a throttle, and can be paused, cancelled
-or rolled back.
+applied, moves slots under a per-donor throttle (each donor copying one slot
+holding data at a time), and can be paused, cancelled or rolled back.
 
 Exit codes: 0 success, 1 failure, 2 usage error, 3 refused (the cluster changed
 or a precondition failed; nothing changed).`,
