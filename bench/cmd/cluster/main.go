@@ -149,7 +149,7 @@ func itemPropagation(ctx context.Context, c *config, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p50, p99 := benchMetric(out, "p50-ms"), benchMetric(out, "p99-ms")
+	p50, p99, slowest := benchMetric(out, "p50-ms"), benchMetric(out, "p99-ms"), benchMetric(out, "max-ms")
 	sp50, sp99, cpu := benchMetric(out, "send-p50-ms"), benchMetric(out, "send-p99-ms"), benchMetric(out, "cpu-ms/commit")
 	// Issue 19 item 4: p99 <= 50 ms. The ratio is target / measured p99.
 	const target = 50.0
@@ -161,9 +161,9 @@ func itemPropagation(ctx context.Context, c *config, w io.Writer) error {
 			verdict = "target NOT met"
 		}
 	}
-	propagation = row{"map propagation: directory commit -> 1,000 SDK watchers in one process, p50 / p99 of 50 commits " +
-		"(in brackets: the commit -> the last of the 1,000 streams' Send returned, slotd's part; the process's CPU per commit; the load average)",
-		p50 + " ms / " + p99 + " ms (Send " + sp50 + " / " + sp99 + " ms; CPU " + cpu + " ms; load " + loadavg() + "): " + verdict,
+	propagation = row{"map propagation: directory commit -> 1,000 SDK watchers in one process, p50 / p99 of 200 commits " +
+		"(in brackets: the slowest commit; the commit -> the last of the 1,000 streams' Send returned, slotd's part, p50 / p99; the process's CPU per commit; the load average)",
+		p50 + " ms / " + p99 + " ms (slowest " + slowest + " ms; Send " + sp50 + " / " + sp99 + " ms; CPU " + cpu + " ms; load " + loadavg() + "): " + verdict,
 		"target p99 <= 50 ms (issue 19 item 4). Redis: n/a, a Redis Cluster client learns a move only from the MOVED or ASK of its next request to the slot",
 		rat, "`" + cmd + "` (from the repository root)"}
 	return nil
