@@ -12,10 +12,14 @@
 //
 // Usage (what client.Route does; any other key goes to slots.ForKey):
 //
-//	if len(key) == 16 {
-//		w0, w1 := binary.LittleEndian.Uint64(key[:8]), binary.LittleEndian.Uint64(key[8:])
-//		if shortkey.BelowBrace(w0, w1) {
-//			s = slots.FromHash(shortkey.Sum16(w0, w1))
+//	if w0, wn, ok := shortkey.Words(key); ok { // 8-16 bytes, none >= '{'
+//		var h uint64
+//		if len(key) == 16 {
+//			h = shortkey.Sum16(w0, wn)
+//		} else {
+//			h4, t, r := shortkey.Tail4(shortkey.Start(w0, len(key)), wn, len(key))
+//			h = shortkey.Finish(shortkey.Tail1(h4, t, r))
 //		}
+//		s = slots.FromHash(h) // the same as shortkey.Sum(w0, wn, len(key))
 //	}
 package shortkey
