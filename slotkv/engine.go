@@ -213,11 +213,14 @@ func (e *Engine) Apply(ctx context.Context, s slots.Slot, batch []node.Mutation)
 		if packed {
 			b.FillPercent = 0.9
 		}
+		// bbolt copies the key it is given, so one buffer serves every key
+		// of the batch (it was two allocations a key).
+		k := slotPrefix(s)
 		for _, m := range batch {
 			if len(m.Key) == 0 {
 				return ErrEmptyKey
 			}
-			k := dbKey(s, m.Key)
+			k = append(k[:2], m.Key...)
 			if m.Delete {
 				if err := b.Delete(k); err != nil {
 					return err
