@@ -261,7 +261,8 @@ func (r *relayImport) encode() mem.BufferSlice {
 // target is ready (it was slower than the source) goes in one import of up
 // to maxRelayImportBytes, so a durable target commits, and syncs, fewer
 // and larger transactions exactly when its commits are what holds the copy
-// back.
+// back. A throttled copy imports batch by batch: progress (and
+// slotd_mover_bytes_moved_total) then moves in the throttle's small steps.
 func (t *Transfer) relayCopy(ctx context.Context, src, dst grpc.ClientConnInterface, cursor []byte, res *Result) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -346,7 +347,7 @@ func (t *Transfer) relayCopy(ctx context.Context, src, dst grpc.ClientConnInterf
 		pending = append(pending[:0], b)
 		size := b.buf.Len()
 	more:
-		for !b.done {
+		for !b.done && t.Rate == 0 {
 			select {
 			case next, ok := <-batches:
 				if !ok {
