@@ -197,7 +197,7 @@ func (c *Client) Route(key []byte) (slotmap.Route, error) {
 	// the one call on the hot path, for every length the slot function's
 	// quick path takes (shortkey.Words), not only 16 bytes. Shorter and
 	// longer keys, and keys with a byte >= '{', take slots.ForKey; both
-	// give the same slot (TestRouteSlotIsForKey, every length 0-24).
+	// give the same slot (TestRouteSlotIsForKey, every length 0-72).
 	//
 	// 16 bytes has a case of its own (fixed loads, Sum16) and comes first:
 	// one general case for 8-16 bytes (loads at n-8, then a branch to

@@ -222,7 +222,7 @@ func TestRouteSlotIsForKey(t *testing.T) {
 		}
 		keys = append(keys, k)
 	}
-	for n := 0; n <= 24; n++ {
+	for n := 0; n <= 72; n++ { // well past the inline path's 16 bytes
 		for _, fill := range []byte{'a', 0x7a, 0x7b, 0x7c, 0x7f, 0x80, 0xfb, 0xff, 0x00} {
 			key := bytes.Repeat([]byte{fill}, n)
 			keys = append(keys, key)
@@ -240,7 +240,7 @@ func TestRouteSlotIsForKey(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(19, 6))
 	for range 20000 {
-		k := make([]byte, rng.IntN(25))
+		k := make([]byte, rng.IntN(73))
 		for i := range k {
 			if k[i] = byte(' ' + rng.IntN(95)); len(k)%3 == 0 {
 				k[i] = byte(rng.Uint32())

@@ -12,7 +12,10 @@
 // nodes in every run) is measured side by side as well: pairs of short
 // chunks, one of the floor and one of Route, the ratio taken within each
 // pair (measurePaired). The same rounds also run Route and the floor from
-// 1, 2 and 4 goroutines at once (ns/op per goroutine).
+// 1, 2 and 4 goroutines at once (ns/op per goroutine). The paired ratio is
+// also measured, with fewer pairs (-keypairs), on keys of other lengths
+// (8 to 64 bytes) and with a hash tag (otherKeySets): the target is stated
+// for the 16-byte keys, and those rows show what other keys get.
 //
 //	cd bench && go run ./cmd/routing -rounds 7 -benchtime 250ms
 package main
