@@ -179,7 +179,10 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 
 // windowBatch is how many moves, in units of Parallelism, runWindow starts
 // before it returns to the plan loop (which then refreshes the plans).
-const windowBatch = 16
+// Each return drains the window (its last moves run with the window
+// emptying), so it is a cost per batch: 64 makes four of them in a
+// 3 -> 4 rebalance of 4,096 slots at the default window, not sixteen.
+const windowBatch = 64
 
 // What "one slot at a time" (seed 002, rule 2) means here: each donor
 // streams at most one snapshot of a slot holding data at a time. A move's
@@ -204,11 +207,14 @@ const readyPerDonor = 2
 // window is runWindow's state: the moves it started that have not ended,
 // and the data moves among them per donor.
 type window struct {
-	mu       sync.Mutex // guards running, data, inFlight and errs
+	mu       sync.Mutex // guards running, data, inFlight, errs and remaining
 	running  map[int]bool
 	data     map[string]int // data moves in flight, by donor id
 	inFlight int
 	errs     []error
+	// remaining is the plan's estimated bytes not moved yet (the
+	// slotd_mover_bytes_remaining gauge).
+	remaining int64
 	// changed wakes the loop when a move ends.
 	changed chan struct{}
 }
@@ -267,12 +273,16 @@ func (s *scheduler) acquireCopy(ctx context.Context, mv directory.Move) (release
 // flight, of which at most readyPerDonor move slots holding data from one
 // donor (their copies take turns at the donor's gate): a move that ends
 // makes room for the next pending one that may run (plan order, skipping
-// data moves of a donor that has its share). It stops starting moves after windowBatch*Parallelism of
-// them, when p stops applying (a move paused it, or the operator did: g
-// halts), or when a move returns an error, and returns once the moves in
-// flight have ended.
+// data moves of a donor that has its share). It stops starting moves
+// after windowBatch*Parallelism of them, when p stops applying (a move
+// paused it, or the operator did: g halts), or when a move returns an
+// error, and returns once the moves in flight have ended.
 func (e *Executor) runWindow(ctx context.Context, snap *directory.Snapshot, p *Plan, g *planGuard) error {
 	w := &window{running: map[int]bool{}, data: map[string]int{}, changed: make(chan struct{}, 1)}
+	e.sched.recMu.Lock()
+	pr := p.Progress()
+	e.sched.recMu.Unlock()
+	w.remaining = pr.Bytes - pr.BytesDone
 	limit := e.cfg.Parallelism
 	var small func(i int) bool
 	if limit > 1 {
@@ -305,7 +315,15 @@ func (e *Executor) runWindow(ctx context.Context, snap *directory.Snapshot, p *P
 			defer wg.Done()
 			err := e.runMove(ctx, at, p, i, g)
 			e.sched.markData(k, false)
+			e.sched.recMu.Lock()
+			done, bytes := p.Moves[i].Status == MoveDone, p.Moves[i].Bytes
+			e.sched.recMu.Unlock()
 			w.mu.Lock()
+			if done {
+				// The gauge follows the window, not only its batches.
+				w.remaining -= bytes
+				e.m.bytesRemaining.Set(float64(max(w.remaining, 0)))
+			}
 			delete(w.running, i)
 			if data {
 				w.data[donor]--
