@@ -60,12 +60,6 @@ func (n *Node) saveImport(s slots.Slot, st *ImportState) error {
 // ImportStatus returns how far imports of slot s for moveID got; the zero
 // state when nothing was imported for that move.
 func (n *Node) ImportStatus(s slots.Slot, moveID string) ImportState {
-	// A batch still being applied holds the slot's lock: the state is read
-	// once it is in (a resume from an older state would number a batch
-	// that covers other keys as a duplicate of it).
-	mu := &n.slotMu[s.Int()]
-	mu.Lock()
-	defer mu.Unlock()
 	n.impMu.Lock()
 	defer n.impMu.Unlock()
 	if st := n.imports[s]; st != nil && st.MoveID == moveID {
@@ -117,42 +111,10 @@ func (n *Node) clearSlot(ctx context.Context, s slots.Slot) error {
 	}
 }
 
-// pendingApply is a snapshot batch applied after its Import returned.
-type pendingApply struct {
-	moveID string
-	seq    uint64
-	err    error // set before slotMu is released
-}
-
-// takeApplied returns the error of the slot's last background apply if it
-// failed for batch seq or an earlier one of moveID: the caller, sending a
-// later batch, believes it applied. It forgets the apply either way. The
-// caller holds slotMu[s], so no apply of the slot is still running.
-func (n *Node) takeApplied(s slots.Slot, moveID string, seq uint64) error {
-	n.impMu.Lock()
-	defer n.impMu.Unlock()
-	p := n.applying[s]
-	delete(n.applying, s)
-	if p == nil || p.err == nil || p.moveID != moveID || seq <= p.seq {
-		return nil
-	}
-	return p.err
-}
-
 // ImportSnapshot applies a snapshot batch on the target of a move. A batch
 // whose BatchSeq was already applied is skipped (duplicate true); a gap, or
 // a snapshot batch after changes were applied, is ErrImportOrder. It refuses
 // a slot this node owns (ErrOwned): overwriting live data would lose writes.
-//
-// A batch that is not the last (Done false) is applied after the call
-// returns, holding the slot's lock: the next batch is received, decoded
-// and checked while this one commits (and, on a durable store, syncs)
-// instead of after. The returned state is what was applied before the
-// batch. A failed background apply is the error of the move's next
-// ImportSnapshot; ImportStatus, and everything else that takes the slot's
-// lock, waits for the apply to end, and the last batch (Done) returns only
-// once it and every batch before it are applied. So a move that commits
-// after its last Import has every batch in the store.
 func (n *Node) ImportSnapshot(ctx context.Context, s slots.Slot, moveID string, b SnapshotBatch) (st ImportState, duplicate bool, err error) {
 	err = n.checkImport(s, func(yield func([]byte) bool) {
 		for _, e := range b.Entries {
@@ -165,16 +127,8 @@ func (n *Node) ImportSnapshot(ctx context.Context, s slots.Slot, moveID string, 
 		return st, false, err
 	}
 	mu := &n.slotMu[s.Int()]
-	mu.Lock() // waits for the slot's background apply, if one runs
-	locked := true
-	defer func() {
-		if locked {
-			mu.Unlock()
-		}
-	}()
-	if err := n.takeApplied(s, moveID, b.BatchSeq); err != nil {
-		return *n.importState(s, moveID), false, err
-	}
+	mu.Lock()
+	defer mu.Unlock()
 	cur := n.importState(s, moveID)
 	if n.Dropping(s) {
 		if cur.LastBatchSeq != 0 {
@@ -216,32 +170,6 @@ func (n *Node) ImportSnapshot(ctx context.Context, s slots.Slot, moveID string, 
 		}
 		n.lg.Info("stale fence lifted by import", "slot", s.Int(), "move", moveID)
 	}
-	if b.Done || len(b.Entries) == 0 {
-		next, err := n.applySnapshot(ctx, s, cur, b)
-		return next, false, err
-	}
-	before := *cur
-	p := &pendingApply{moveID: moveID, seq: b.BatchSeq}
-	n.impMu.Lock()
-	n.applying[s] = p
-	n.impMu.Unlock()
-	locked = false // the apply below unlocks
-	n.applies.Add(1)
-	actx := context.WithoutCancel(ctx) // the call's context ends when it returns
-	go func() {
-		defer n.applies.Done()
-		defer mu.Unlock()
-		if _, err := n.applySnapshot(actx, s, cur, b); err != nil {
-			p.err = err
-			n.lg.Warn("import batch failed after its call returned", "slot", s.Int(), "move", moveID, "batch", b.BatchSeq, "err", err)
-		}
-	}()
-	return before, false, nil
-}
-
-// applySnapshot writes a snapshot batch and records it in cur. The caller
-// holds slotMu[s].
-func (n *Node) applySnapshot(ctx context.Context, s slots.Slot, cur *ImportState, b SnapshotBatch) (ImportState, error) {
 	batch := make([]Mutation, len(b.Entries))
 	size := 0
 	for i, e := range b.Entries {
@@ -250,19 +178,17 @@ func (n *Node) applySnapshot(ctx context.Context, s slots.Slot, cur *ImportState
 	}
 	if len(batch) > 0 {
 		if err := n.store.Apply(ctx, s, batch); err != nil {
-			return *cur, fmt.Errorf("node: import into slot %d: %w", s.Int(), err)
+			return *cur, false, fmt.Errorf("node: import into slot %d: %w", s.Int(), err)
 		}
 	}
 	next := *cur
 	next.LastBatchSeq, next.Cursor, next.SnapshotSeq, next.SnapshotDone = b.BatchSeq, b.Cursor, b.SnapshotSeq, b.Done
 	if err := n.saveImport(s, &next); err != nil {
-		return *cur, err
+		return *cur, false, err
 	}
-	n.impMu.Lock()
 	*cur = next
-	n.impMu.Unlock()
 	n.m.importBytes.Add(float64(size))
-	return next, nil
+	return next, false, nil
 }
 
 // ImportChanges replays captured changes on the target, after the snapshot

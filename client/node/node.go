@@ -148,12 +148,8 @@ type Node struct {
 	capMu    sync.Mutex // guards captures
 	captures map[slots.Slot]*capture
 
-	impMu   sync.Mutex // guards imports and applying; each state also under its slotMu
+	impMu   sync.Mutex // guards imports; each state also under its slotMu
 	imports map[slots.Slot]*ImportState
-	// applying holds the last snapshot batch applied after its Import
-	// returned, per slot, until the slot's next import looks at it.
-	applying map[slots.Slot]*pendingApply
-	applies  sync.WaitGroup // background applies; Close waits for them
 
 	dropMu   sync.Mutex           // guards dropping
 	dropping map[slots.Slot]int64 // slot -> delete rate in bytes/s
@@ -213,7 +209,6 @@ func New(cfg Config) (*Node, error) {
 		fences:   fences,
 		captures: caps,
 		imports:  imports,
-		applying: map[slots.Slot]*pendingApply{},
 		dropping: drops,
 		state:    st.log,
 		dropWake: make(chan struct{}, 1),
@@ -245,7 +240,6 @@ func (n *Node) Close() error {
 	if !n.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	n.applies.Wait() // they write the state log
 	n.capMu.Lock()
 	defer n.capMu.Unlock()
 	var errs []error
