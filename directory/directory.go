@@ -145,6 +145,9 @@ type Directory struct {
 	// fails on the cached state is re-checked on a fresh read before it is
 	// reported. Snapshot, watches and History never use it.
 	cache atomic.Pointer[state]
+	// tableReads counts reads of the whole table (tests check that an
+	// update on a warm cache makes none).
+	tableReads atomic.Int64
 	// group queues concurrent updates for one txn (see group.go).
 	group combiner
 	// auditN counts the audit entries this process wrote, per kind
@@ -172,6 +175,7 @@ func New(cfg Config) (*Directory, error) {
 // read returns the table at one etcd revision, read in one txn, and that
 // revision.
 func (d *Directory) read(ctx context.Context) (*state, int64, error) {
+	d.tableReads.Add(1)
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
 	resp, err := d.cli.Txn(rctx).Then(

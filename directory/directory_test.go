@@ -582,13 +582,37 @@ func TestThrottleAndPlans(t *testing.T) {
 
 func TestWatchThrottle(t *testing.T) {
 	_, d, _ := setup(t, 1, nil)
+	// None set: the first call says so, and the watcher needs no read of
+	// its own to learn it (the mover applies its default).
+	unset, stop := context.WithCancel(testCtx(t))
+	first := make(chan bool, 1)
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- d.WatchThrottle(unset, func(v int64, set bool) {
+			select {
+			case first <- set || v != 0:
+			default:
+			}
+		})
+	}()
+	if <-first {
+		t.Fatal("first call with no throttle set says one is set")
+	}
+	stop()
+	<-stopped
 	ctx, cancel := context.WithCancel(testCtx(t))
 	if err := d.SetThrottle(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan int64, 16)
 	done := make(chan error, 1)
-	go func() { done <- d.WatchThrottle(ctx, func(v int64) { got <- v }) }()
+	go func() {
+		done <- d.WatchThrottle(ctx, func(v int64, set bool) {
+			if set {
+				got <- v
+			}
+		})
+	}()
 	if v := <-got; v != 100 {
 		t.Fatalf("first value %d, want the current 100", v)
 	}
@@ -601,5 +625,54 @@ func TestWatchThrottle(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("WatchThrottle returned %v, want context.Canceled", err)
+	}
+}
+
+// TestCommitFencedMove: a mover that fenced the source itself commits a
+// move straight from its copy or catch-up phase, one transaction after the
+// begin; history records the commit as fenced. CommitMove still refuses a
+// move nobody said was fenced.
+func TestCommitFencedMove(t *testing.T) {
+	for _, from := range []Phase{PhaseCopy, PhaseCatchup, PhaseFenced} {
+		t.Run(string(from), func(t *testing.T) {
+			_, d, snap := setup(t, 3, nil)
+			ctx := testCtx(t)
+			s := slots.MustNew(ownerSlot(t, snap, "n0"))
+			mv, err := d.BeginMove(ctx, MoveSpec{Slot: s, From: "n0", To: "n1", By: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if from != PhaseCopy {
+				if _, err := d.AdvanceMove(ctx, s, mv.MoveID, from); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if from != PhaseFenced {
+				if _, err := d.CommitMove(ctx, s, mv.MoveID, "test"); !errors.Is(err, ErrPrecondition) {
+					t.Fatalf("CommitMove in phase %s: %v, want ErrPrecondition", from, err)
+				}
+			}
+			v, err := d.CommitFencedMove(ctx, s, mv.MoveID, "test", Copied{Bytes: 3, Keys: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := d.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Version != v || got.Owner(s) != "n1" || len(got.Moves) != 0 {
+				t.Fatalf("after commit at %d: version %d, owner %s, moves %v", v, got.Version, got.Owner(s), got.Moves)
+			}
+			hist, err := d.History(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := hist[0]; c.Kind != ChangeMoveCommit || c.Phase != PhaseFenced || c.MoveID != mv.MoveID {
+				t.Fatalf("history %+v, want the commit of %s recorded fenced", c, mv.MoveID)
+			}
+			if _, err := d.CommitFencedMove(ctx, s, mv.MoveID, "test", Copied{}); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("second commit: %v, want ErrNotFound", err)
+			}
+		})
 	}
 }

@@ -172,6 +172,7 @@ func (d *Directory) writeGroup(ctx context.Context, batch []*groupReq) {
 				return
 			}
 		}
+		st.cached = cached
 		if err := d.checkSchema(st); err != nil {
 			st = nil
 			if cached {

@@ -55,9 +55,14 @@ func (d *Directory) BeginMove(ctx context.Context, spec MoveSpec) (*Move, error)
 			return fmt.Errorf("%w: slot %d is not stable: move %s (%s -> %s) is in flight", ErrPrecondition, s, cur.MoveID, cur.From, cur.To)
 		}
 		if spec.PlanID != "" {
-			if !st.runs[spec.PlanID] {
+			// The cached table does not see run keys written since (a plan
+			// stored applying right before its first move): the txn
+			// compares the run key anyway, and a compare that fails sends
+			// the update to a fresh read, where a missing key refuses.
+			if !st.runs[spec.PlanID] && !st.cached {
 				return fmt.Errorf("%w: plan %s is paused, cancelled or finished: none of its moves may begin", ErrPlanNotRunning, spec.PlanID)
 			}
+			st.runs[spec.PlanID] = true
 			m.needRun(spec.PlanID)
 		}
 		from, ok := st.nodes[spec.From]
@@ -134,11 +139,30 @@ type Copied struct{ Bytes, Keys int64 }
 
 // CommitMoveCopied is CommitMove recording copied in the plan's result.
 func (d *Directory) CommitMoveCopied(ctx context.Context, s slots.Slot, moveID, by string, copied Copied) (uint64, error) {
+	return d.commitMove(ctx, s, moveID, by, copied, false)
+}
+
+// CommitFencedMove is CommitMoveCopied for a caller that fenced the source
+// itself and saw it drained, whatever phase the move is recorded in: the
+// commit is then the only transaction after the begin (no AdvanceMove to
+// PhaseFenced first). A mover that dies between its fence and this commit
+// leaves the move recorded before the fence; the next one resumes it
+// (fencing again is idempotent) or aborts it, and Abort unfences first. A
+// fence nobody lifts is lifted by the source's reconciliation (DESIGN
+// "Keeping stores clean"). History records the commit in PhaseFenced.
+func (d *Directory) CommitFencedMove(ctx context.Context, s slots.Slot, moveID, by string, copied Copied) (uint64, error) {
+	return d.commitMove(ctx, s, moveID, by, copied, true)
+}
+
+func (d *Directory) commitMove(ctx context.Context, s slots.Slot, moveID, by string, copied Copied, fenced bool) (uint64, error) {
 	op := fmt.Sprintf("commit move %s of slot %d", moveID, s.Int())
 	if err := checkText("", by); err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	return d.editMove(ctx, op, s, moveID, func(st *state, mv *moveRec, m *mutation) error {
+		if fenced {
+			mv.Phase = PhaseFenced
+		}
 		if mv.Phase != PhaseFenced {
 			return fmt.Errorf("%w: move is in phase %s; advance it to fenced (source stopped writes) before commit", ErrPrecondition, mv.Phase)
 		}

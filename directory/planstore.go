@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -104,10 +105,22 @@ func (d *Directory) UpdatePlanRun(ctx context.Context, id string, edit func(old 
 	return fmt.Errorf("update plan %s: %w: lost %d compare-and-swap races", id, ErrConflict, d.cfg.UpdateAttempts)
 }
 
-// WatchPlans calls fn with the id of every plan that is written, until ctx
-// is done; then it returns ctx.Err(). The mover's leader uses it to notice
-// an operator's apply, pause or cancel without polling.
-func (d *Directory) WatchPlans(ctx context.Context, fn func(id string)) error {
+// PlanEvent is one write of a plan record seen by WatchPlans.
+type PlanEvent struct {
+	ID string
+	// Record is the record as written, and its mod revision; nil when the
+	// plan was deleted.
+	Record *PlanRecord
+	// Created says this write created the record: the plan is new, and
+	// no move of it has a result yet.
+	Created bool
+}
+
+// WatchPlans calls fn with every write of a plan record, until ctx is
+// done; then it returns ctx.Err(). The mover's leader uses it to notice an
+// operator's apply, pause or cancel without polling, and to take a plan
+// created applying from the event instead of reading it back.
+func (d *Directory) WatchPlans(ctx context.Context, fn func(PlanEvent)) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pre := d.k.plansPrefix()
@@ -116,7 +129,12 @@ func (d *Directory) WatchPlans(ctx context.Context, fn func(id string)) error {
 			return fromEtcd(ctx, "watch plans", err)
 		}
 		for _, ev := range wr.Events {
-			fn(string(ev.Kv.Key[len(pre):]))
+			pe := PlanEvent{ID: string(ev.Kv.Key[len(pre):])}
+			if ev.Type == mvccpb.PUT {
+				pe.Record = &PlanRecord{Data: ev.Kv.Value, Rev: ev.Kv.ModRevision}
+				pe.Created = ev.IsCreate()
+			}
+			fn(pe)
 		}
 	}
 	return ctx.Err()

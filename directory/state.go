@@ -136,6 +136,10 @@ type state struct {
 	moves      map[uint16]*moveRec
 	// runs holds the plans whose run key exists (BeginMove checks it).
 	runs map[string]bool
+	// cached marks the state an update took from Directory.cache: it may
+	// lag etcd, so what it says of run keys is a hint (the txn's compare
+	// decides), never a reason to refuse.
+	cached bool
 }
 
 func newState() *state {

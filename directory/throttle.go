@@ -55,9 +55,11 @@ func (d *Directory) Throttle(ctx context.Context) (bytesPerSec int64, ok bool, e
 }
 
 // WatchThrottle calls fn with the throttle each time it is set, starting
-// with the current value (if any), until ctx is done; then it returns
-// ctx.Err().
-func (d *Directory) WatchThrottle(ctx context.Context, fn func(bytesPerSec int64)) error {
+// with the current value, until ctx is done; then it returns ctx.Err().
+// set is false while no throttle is set (at the start, or after the key
+// was deleted): the caller's default applies, and it need not read the
+// key itself to learn that.
+func (d *Directory) WatchThrottle(ctx context.Context, fn func(bytesPerSec int64, set bool)) error {
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	resp, err := d.cli.Get(rctx, d.k.throttle())
 	cancel()
@@ -66,8 +68,10 @@ func (d *Directory) WatchThrottle(ctx context.Context, fn func(bytesPerSec int64
 	}
 	if len(resp.Kvs) == 1 {
 		if v, err := parseThrottle(resp.Kvs[0].Value); err == nil {
-			fn(v)
+			fn(v, true)
 		}
+	} else {
+		fn(0, false)
 	}
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
@@ -77,10 +81,11 @@ func (d *Directory) WatchThrottle(ctx context.Context, fn func(bytesPerSec int64
 		}
 		for _, ev := range wr.Events {
 			if ev.Type != mvccpb.PUT {
+				fn(0, false)
 				continue
 			}
 			if v, err := parseThrottle(ev.Kv.Value); err == nil {
-				fn(v)
+				fn(v, true)
 			}
 		}
 	}

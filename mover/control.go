@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -71,6 +72,28 @@ type Control struct {
 	// only when it may be over the limit. Other replicas' plans make it
 	// low; they prune on their own stores.
 	plansSeen int
+
+	// watched is the table the leading executor of this process follows
+	// (its latest), when there is one: `slotctl move` plans on it when it
+	// is at the version etcd has, instead of reading the whole table.
+	watched atomic.Pointer[atomic.Pointer[directory.Snapshot]]
+}
+
+// table returns the table at the directory's current version: the watched
+// one when it is that version (a read of the version key), else a read.
+func (c *Control) table(ctx context.Context) (*directory.Snapshot, error) {
+	if w := c.watched.Load(); w != nil {
+		if s := w.Load(); s != nil {
+			v, err := c.dir.Version(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if s = w.Load(); s.Version == v {
+				return s, nil
+			}
+		}
+	}
+	return c.dir.Snapshot(ctx)
 }
 
 type decodedPlan struct {
@@ -440,7 +463,7 @@ func (c *Control) MoveSlot(ctx context.Context, slot int, to, operator, reason s
 	var snap *directory.Snapshot
 	var act *Plan
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) { snap, err = c.dir.Snapshot(gctx); return err })
+	g.Go(func() (err error) { snap, err = c.table(gctx); return err })
 	g.Go(func() (err error) { act, err = c.Active(gctx); return err })
 	if err := g.Wait(); err != nil {
 		return nil, fmt.Errorf("move: %w", err)

@@ -183,6 +183,9 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 		clean: newCleaner(cfg.Stores, lg), wake: make(chan struct{}, 1), inflight: map[string]*MoveProgress{}}
 	e.throttle.Store(-1)
 	e.sched.init()
+	// While it leads, the table it watches spares the control's `slotctl
+	// move` a read of the whole table (Control.table checks its version).
+	cfg.Control.watched.Store(&e.latest)
 	return e, nil
 }
 
@@ -288,7 +291,7 @@ func (e *Executor) lead(ctx context.Context) error {
 	e.latest.Store(nil)
 	e.sched.newTerm()
 	g.Go(func() error {
-		return ignoreCanceled(e.dir.WatchPlans(gctx, e.planChanged))
+		return ignoreCanceled(e.dir.WatchPlans(gctx, e.planWritten))
 	})
 	g.Go(func() error {
 		return ignoreCanceled(e.dir.Watch(gctx, 0, func(s *directory.Snapshot) error {
@@ -298,7 +301,12 @@ func (e *Executor) lead(ctx context.Context) error {
 		}))
 	})
 	g.Go(func() error {
-		return ignoreCanceled(e.dir.WatchThrottle(gctx, func(bps int64) { e.setThrottle(gctx, bps) }))
+		return ignoreCanceled(e.dir.WatchThrottle(gctx, func(bps int64, set bool) {
+			if !set {
+				bps = DefaultThrottle // what Control.Throttle says then
+			}
+			e.setThrottle(gctx, bps)
+		}))
 	})
 	g.Go(func() error { return e.clean.Run(gctx) })
 	if !e.cfg.DisableLiveness {

@@ -147,6 +147,10 @@ func (e *Executor) drive(ctx context.Context, p *Plan, i int, mv directory.Move,
 	retry := e.backoff()
 	var giveUp time.Time
 	restarts := 0
+	// mayBeFenced says an attempt got as far as fencing the source. The
+	// directory does not record that (the commit does, see journal), so
+	// an abort from here must unfence the source as if it were recorded.
+	mayBeFenced := false
 	for {
 		moveCtx, cancelMove := context.WithCancel(ctx)
 		var fencing atomic.Bool
@@ -155,6 +159,9 @@ func (e *Executor) drive(ctx context.Context, p *Plan, i int, mv directory.Move,
 		unguard()
 		stopped := moveCtx.Err() != nil
 		cancelMove()
+		if fencing.Load() {
+			mayBeFenced = true
+		}
 		if err == nil {
 			e.committed(mv, src, res)
 			e.recordMove(p, i, MoveDone, "", res.Bytes)
@@ -169,7 +176,7 @@ func (e *Executor) drive(ctx context.Context, p *Plan, i int, mv directory.Move,
 			if g.cancelled() {
 				status = MoveAborted
 			}
-			if err := e.abort(ctx, mv, src, dst, "plan paused or cancelled", status); err != nil {
+			if err := e.abort(ctx, fencedIf(mv, mayBeFenced), src, dst, "plan paused or cancelled", status); err != nil {
 				return err
 			}
 			e.recordMove(p, i, status, "", 0)
@@ -194,7 +201,7 @@ func (e *Executor) drive(ctx context.Context, p *Plan, i int, mv directory.Move,
 			}
 			mv = cur
 		}
-		if errors.Is(err, ErrCaptureLost) && mv.Phase != directory.PhaseFenced && restarts < maxCopyRestarts {
+		if errors.Is(err, ErrCaptureLost) && mv.Phase != directory.PhaseFenced && !mayBeFenced && restarts < maxCopyRestarts {
 			restarts++
 			e.lg.Warn("source lost the change capture; restarting the copy", "slot", mv.Slot.Int(), "move", mv.MoveID, "err", err)
 			if aerr := e.abort(ctx, mv, src, dst, "capture lost; the copy restarts", MovePending); aerr != nil {
@@ -220,8 +227,17 @@ func (e *Executor) drive(ctx context.Context, p *Plan, i int, mv directory.Move,
 				continue
 			}
 		}
-		return e.fail(ctx, p, i, mv, src, dst, err)
+		return e.fail(ctx, p, i, fencedIf(mv, mayBeFenced), src, dst, err)
 	}
+}
+
+// fencedIf returns mv in PhaseFenced when the caller may have fenced its
+// source: what abort must assume.
+func fencedIf(mv directory.Move, fenced bool) directory.Move {
+	if fenced {
+		mv.Phase = directory.PhaseFenced
+	}
+	return mv
 }
 
 // fail aborts move i of p as failed and pauses the plan, saying why.
@@ -324,7 +340,7 @@ func (e *Executor) transferWith(ctx context.Context, mv directory.Move, src, dst
 	}
 	defer copied()
 	var fencedAt time.Time
-	j := &journal{e: e, mv: mv, prog: prog, fencing: fencing, g: g}
+	j := &journal{e: e, mv: mv, prog: prog, fencing: fencing}
 	t := &Transfer{
 		Slot: mv.Slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c,
 		Rate: e.rate(ctx), Journal: j, Verify: e.cfg.Verify, Fresh: fresh,
@@ -336,7 +352,12 @@ func (e *Executor) transferWith(ctx context.Context, mv directory.Move, src, dst
 			e.m.bytesMoved.Add(float64(b))
 			e.m.keysMoved.Add(float64(k))
 		},
-		Fenced: func() { fencedAt = time.Now() },
+		Fenced: func() {
+			fencedAt = time.Now()
+			if e.hook != nil {
+				e.hook("fenced", mv, g)
+			}
+		},
 		Copied: copied,
 	}
 	res, err := t.Run(ctx, step)
@@ -355,7 +376,6 @@ type journal struct {
 	mv          directory.Move
 	prog        *MoveProgress
 	fencing     *atomic.Bool
-	g           *planGuard // for the scripted tests' hook; nil when settling
 	committedAt time.Time
 }
 
@@ -371,20 +391,24 @@ func (j *journal) CatchingUp(ctx context.Context) error {
 	return err
 }
 
+// Fencing writes nothing: a fence is recorded by the commit that follows
+// it (directory.CommitFencedMove), one transaction and one map version
+// fewer per move. Until then only this process knows the source may be
+// fenced: the guard no longer aborts the move, and drive's aborts unfence
+// as for a recorded fence. A mover that dies in between leaves the move
+// in its earlier phase; the next resumes it (fencing again is idempotent)
+// or aborts it (Abort unfences first), and the source's reconciliation
+// lifts a fence that no move in flight explains (guarantee 9).
 func (j *journal) Fencing(ctx context.Context) error {
 	j.fencing.Store(true)
 	j.setPhase(string(directory.PhaseFenced))
-	_, err := j.e.dir.AdvanceMove(ctx, j.mv.Slot, j.mv.MoveID, directory.PhaseFenced)
-	if err == nil && j.e.hook != nil {
-		j.e.hook("fenced", j.mv, j.g)
-	}
-	return err
+	return nil
 }
 
-// Commit ends the move with the target as owner; the same transaction
-// stores the move's result with what res copied.
+// Commit ends the move with the target as owner and records the fence;
+// the same transaction stores the move's result with what res copied.
 func (j *journal) Commit(ctx context.Context, res Result) (uint64, error) {
-	v, err := j.e.dir.CommitMoveCopied(ctx, j.mv.Slot, j.mv.MoveID, "mover/"+j.e.cfg.Name, directory.Copied{Bytes: res.Bytes, Keys: res.Keys})
+	v, err := j.e.dir.CommitFencedMove(ctx, j.mv.Slot, j.mv.MoveID, "mover/"+j.e.cfg.Name, directory.Copied{Bytes: res.Bytes, Keys: res.Keys})
 	j.committedAt = time.Now()
 	return v, err
 }
@@ -408,9 +432,11 @@ func (e *Executor) abort(ctx context.Context, mv directory.Move, src, dst storeE
 	if err != nil {
 		return err
 	}
-	phase := mv.Phase
+	phase := mv.Phase // PhaseFenced when the caller may have fenced the source
 	if m, ok := cur.Move(mv.Slot); ok && m.MoveID == mv.MoveID {
-		phase = m.Phase
+		if phase != directory.PhaseFenced {
+			phase = m.Phase
+		}
 	} else if !ok {
 		return nil // already settled
 	}

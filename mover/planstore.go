@@ -313,6 +313,24 @@ func (c *Control) learnStates(ctx context.Context, ids []string) error {
 	return nil
 }
 
+// learnRecord remembers the state of plan id's record rec, seen by the
+// leader's plan watch: Active then needs no read of a plan this process
+// (or another) wrote since Active last looked.
+func (c *Control) learnRecord(id string, rec directory.PlanRecord) {
+	p, err := c.decode(id, rec.Data)
+	if err != nil {
+		return // Active reads it and says why
+	}
+	c.decodedMu.Lock()
+	defer c.decodedMu.Unlock()
+	if c.states == nil || len(c.states) > 4*c.keep {
+		c.states = map[string]planState{}
+	}
+	if st, ok := c.states[id]; !ok || st.rev < rec.Rev {
+		c.states[id] = planState{rev: rec.Rev, state: p.State}
+	}
+}
+
 // planState is what Active remembers of a plan record.
 type planState struct {
 	rev   int64

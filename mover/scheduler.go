@@ -27,9 +27,12 @@ type scheduler struct {
 	// term); stale names the ones changed since they were read, less the
 	// executor's own writes (selfWrites counts those not yet seen).
 	dirty      atomic.Bool
-	staleMu    sync.Mutex // guards stale and selfWrites
+	staleMu    sync.Mutex // guards stale, created and selfWrites
 	stale      map[string]bool
 	selfWrites map[string]int
+	// created holds the records of stale plans whose last write seen
+	// created them: new plans, with no results to read.
+	created map[string]directory.PlanRecord
 
 	// recMu guards the plans' move statuses and states: the plan loop
 	// reads them while moves in flight write them.
@@ -44,7 +47,7 @@ type scheduler struct {
 }
 
 func (s *scheduler) init() {
-	s.stale, s.selfWrites = map[string]bool{}, map[string]int{}
+	s.stale, s.selfWrites, s.created = map[string]bool{}, map[string]int{}, map[string]directory.PlanRecord{}
 	s.dataMoves, s.gates = map[copyKey]bool{}, map[string]chan struct{}{}
 	s.dirty.Store(true)
 }
@@ -52,16 +55,31 @@ func (s *scheduler) init() {
 // newTerm makes the next step read every plan record again.
 func (s *scheduler) newTerm() { s.dirty.Store(true) }
 
-// planChanged notes a write of plan id seen by the watch. The executor's
-// own writes are already in its cached records: re-reading a plan of
-// thousands of moves after each of them would cost more than the moves.
+// planChanged notes a write of plan id. The executor's own writes are
+// already in its cached records: re-reading a plan of thousands of moves
+// after each of them would cost more than the moves.
 func (e *Executor) planChanged(id string) {
+	e.planWritten(directory.PlanEvent{ID: id})
+}
+
+// planWritten notes a write of a plan record seen by the watch. A record
+// the write created is kept: the plan loop takes a new plan (`slotctl
+// move` stores one applying) from it instead of reading it back, and
+// Control.Active learns its state without a read.
+func (e *Executor) planWritten(ev directory.PlanEvent) {
+	if ev.Record != nil {
+		e.ctl.learnRecord(ev.ID, *ev.Record)
+	}
 	s := &e.sched
 	s.staleMu.Lock()
-	if s.selfWrites[id] > 0 {
-		s.selfWrites[id]--
+	delete(s.created, ev.ID)
+	if s.selfWrites[ev.ID] > 0 {
+		s.selfWrites[ev.ID]--
 	} else {
-		s.stale[id] = true
+		s.stale[ev.ID] = true
+		if ev.Created && ev.Record != nil {
+			s.created[ev.ID] = *ev.Record
+		}
 	}
 	s.staleMu.Unlock()
 	e.notify()
@@ -443,6 +461,7 @@ func (e *Executor) refreshPlans(ctx context.Context) error {
 		s.staleMu.Lock()
 		clear(s.stale)
 		clear(s.selfWrites)
+		clear(s.created)
 		s.staleMu.Unlock()
 		plans, err := e.ctl.List(ctx)
 		if err != nil {
@@ -458,16 +477,27 @@ func (e *Executor) refreshPlans(ctx context.Context) error {
 		ids = append(ids, id)
 	}
 	clear(s.stale)
+	created := s.created
+	s.created = map[string]directory.PlanRecord{}
 	s.staleMu.Unlock()
-	for _, id := range ids {
-		p, err := e.ctl.Get(ctx, id)
+	for k, id := range ids {
+		var p *Plan
+		var err error
+		if rec, ok := created[id]; ok {
+			p, err = e.ctl.decode(id, rec.Data) // new: no result to merge
+		} else {
+			p, err = e.ctl.Get(ctx, id)
+		}
 		if errors.Is(err, ErrNotFound) {
 			s.plans = slices.DeleteFunc(s.plans, func(q *Plan) bool { return q.ID == id })
 			continue
 		}
 		if err != nil {
+			// This plan and those not read yet are read next time.
 			s.staleMu.Lock()
-			s.stale[id] = true
+			for _, left := range ids[k:] {
+				s.stale[left] = true
+			}
 			s.staleMu.Unlock()
 			return err
 		}

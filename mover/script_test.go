@@ -15,6 +15,7 @@ import (
 
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/waitfor"
+	"github.com/slotd/slotd/slots"
 )
 
 var rewriteScripts = flag.Bool("rewrite", false, "rewrite the expected output of testdata/script/*.txt")
@@ -36,7 +37,8 @@ var rewriteScripts = flag.Bool("rewrite", false, "rewrite the expected output of
 //	step                       one scheduler step
 //	steps                      steps until there is nothing to do
 //	pause-during at=E [abort]  a step in which the operator pauses when the
-//	                           first move reaches E (begun, fenced)
+//	                           first move reaches E (begun; fenced: the
+//	                           source has fenced, nothing commits it yet)
 //	crash at=E                 a step in which the leader dies at E
 //	leader change              a new executor, nothing in memory
 //	state                      the state alone
@@ -252,6 +254,30 @@ func (env *scriptEnv) state() string {
 		moves = []string{"none"}
 	}
 	fmt.Fprintf(&b, "in flight: %s\n", strings.Join(moves, ", "))
+	// Fences live on the stores; the directory records one only with the
+	// commit, so this is where a fence left by a dead leader shows. A
+	// source keeps the fence of a slot it handed off until its drop: only
+	// an owner's fence refuses writes nobody else takes.
+	var fenced []string
+	for id, kn := range c.nodes {
+		if kn.srv == nil {
+			continue
+		}
+		n := 0
+		for s := range slots.Count {
+			if sl := slots.MustNew(s); snap.Owner(sl) == id && kn.srv.Node().Fenced(sl) {
+				n++
+			}
+		}
+		if n > 0 {
+			fenced = append(fenced, fmt.Sprintf("%s %d owned slots", id, n))
+		}
+	}
+	slices.Sort(fenced)
+	if len(fenced) == 0 {
+		fenced = []string{"none"}
+	}
+	fmt.Fprintf(&b, "fenced owners: %s\n", strings.Join(fenced, ", "))
 	fmt.Fprintf(&b, "n4 owns %d slots\n", snap.Counts()["n4"])
 	return b.String()
 }

@@ -34,12 +34,13 @@ type Journal interface {
 	// CatchingUp records that the copy is done and catch-up starts. It is
 	// informational (status shows it); recovery treats it like the copy.
 	CatchingUp(ctx context.Context) error
-	// Fencing records, before the source is fenced, that it may be: from
-	// here a new leader must either finish the move or unfence the source.
+	// Fencing is called before the source is fenced: from here the move
+	// must be finished or the source unfenced. The executor's journal
+	// keeps that in memory; its Commit records the fence.
 	Fencing(ctx context.Context) error
 	// Commit names the target as the slot's owner, recording what res
 	// copied in the same transaction, and returns the new directory
-	// version.
+	// version. It is called only with the source fenced and drained.
 	Commit(ctx context.Context, res Result) (uint64, error)
 }
 
@@ -93,6 +94,7 @@ type Transfer struct {
 
 	batchSeq   uint64 // last snapshot batch applied on the target
 	lastChange uint64 // last change seq applied on the target
+	oneBatch   bool   // this Run copied the whole snapshot in one batch
 }
 
 // Result is what a finished transfer did.
@@ -131,8 +133,14 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 		t.Copied()
 	}
 	if from <= StepCatchUp {
-		if err := t.catchUp(ctx, &res); err != nil {
-			return res, err
+		// A copy of one batch took about a round trip: the writes it
+		// missed are few, and the drain under the fence takes them. A
+		// round of catch-up first would cost one more RPC for nothing (an
+		// empty slot's move: Export, Import, Fence, commit).
+		if !t.oneBatch {
+			if err := t.catchUp(ctx, &res); err != nil {
+				return res, err
+			}
 		}
 		if err := t.Journal.Fencing(ctx); err != nil {
 			return res, fmt.Errorf("record fencing: %w", err)
@@ -158,6 +166,12 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 		if err := t.verify(ctx); err != nil {
 			return res, err
 		}
+	}
+	// A mover stopped since the fence (leadership lost, the move
+	// cancelled) leaves the commit to whoever resumes the move: the
+	// directory would finish a write begun with a done context.
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("commit: %w", err)
 	}
 	v, err := t.Journal.Commit(ctx, res)
 	if err != nil {
@@ -235,6 +249,7 @@ func (t *Transfer) copy(ctx context.Context, cursor []byte, res *Result) error {
 		t.lastChange = max(t.lastChange, b.SnapshotSeq)
 		t.account(res, entryBytes(b.Entries), len(b.Entries))
 		if b.Done {
+			t.oneBatch = len(cursor) == 0 && t.batchSeq == 1
 			return nil
 		}
 	}
