@@ -125,10 +125,17 @@ func New(s Snapshot) (*Map, error) {
 		return nil, fmt.Errorf("%w: %d owners, want %d", ErrInvalid, len(s.Owners), slots.Count)
 	}
 	m.assigned = true
+	// Owners come in runs (a ring's ranges, a node's slots): a lookup per
+	// run, not per slot, of the 16,384 (slotd builds a map per version).
+	var prev string
+	var n uint16
 	for i, id := range s.Owners {
-		n, ok := idx[id]
-		if !ok {
-			return nil, fmt.Errorf("%w: slot %d: owner %q is not in the node table", ErrInvalid, i, id)
+		if i == 0 || id != prev {
+			var ok bool
+			if n, ok = idx[id]; !ok {
+				return nil, fmt.Errorf("%w: slot %d: owner %q is not in the node table", ErrInvalid, i, id)
+			}
+			prev = id
 		}
 		m.owners.set(i, n)
 	}
