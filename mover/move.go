@@ -60,13 +60,22 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 		step = stepOf(mv.Phase)
 		e.lg.Info("resuming move", "slot", pm.Slot, "move", mv.MoveID, "phase", mv.Phase)
 	} else {
-		begun, done, err := e.begin(ctx, p, i, slot, moveID(p.ID, i), g)
-		if begun == nil {
-			return err
-		}
-		if done {
+		id := moveID(p.ID, i)
+		// The source starts its export while the begin is written
+		// (earlyexport.go): the request is the one the transfer makes.
+		early := startEarlyExport(ctx, src.c, &slotdv1.ExportRequest{Slot: uint32(slot.Int()), MoveId: id, RateBytesPerSecond: e.rate(ctx)})
+		defer early.stop()
+		begun, done, err := e.begin(ctx, p, i, slot, id, g)
+		if begun == nil || done {
+			// Not begun: the capture the early export started is nobody's.
+			early.stop()
+			e.clean.add(cleanup{addr: src.addr, slot: slot, moveID: id})
+			if begun == nil {
+				return err
+			}
 			return nil
 		}
+		src.c = early
 		mv, fresh = *begun, true
 		if e.hook != nil {
 			e.hook("begun", mv, g)
