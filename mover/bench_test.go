@@ -7,6 +7,7 @@ import (
 	"iter"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	slotdv1 "github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/waitfor"
@@ -38,22 +40,27 @@ func benchCluster(b *testing.B) (*cluster, *Executor) {
 // moveOnce runs one move of slot from -> to end to end (begin, copy,
 // catch-up, fence, drain, commit) and returns its duration and the
 // cutover pause (fence to commit). The stores' clients come from the
-// watched table, as the executor's do (runMove reads no table either).
+// watched table, as the executor's do (runMove reads no table either);
+// the source's export starts alongside the begin, as in runMove.
 func moveOnce(ctx context.Context, b *testing.B, c *cluster, e *Executor, slot slots.Slot, from, to string) (total, cutover time.Duration, res Result) {
 	src, dst, err := e.endpoints(c.m.snap.Load(), from, to)
 	if err != nil {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	mv, err := c.dir.BeginMove(ctx, directory.MoveSpec{Slot: slot, From: from, To: to, By: "bench"})
+	id := "bench-" + strconv.FormatInt(start.UnixNano(), 36)
+	early := startEarlyExport(ctx, src.c, &slotdv1.ExportRequest{Slot: uint32(slot.Int()), MoveId: id, RateBytesPerSecond: e.rate(ctx)})
+	defer early.stop()
+	mv, err := c.dir.BeginMove(ctx, directory.MoveSpec{Slot: slot, From: from, To: to, MoveID: id, By: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
+	src.c = early
 	var fencing atomic.Bool
 	var fencedAt time.Time
 	j := &journal{e: e, mv: *mv, prog: &MoveProgress{}, fencing: &fencing}
 	tr := &Transfer{Slot: slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c, Rate: e.rate(ctx), Journal: j,
-		Fenced: func() { fencedAt = time.Now() }}
+		Fresh: true, Fenced: func() { fencedAt = time.Now() }}
 	res, err = tr.Run(ctx, StepCopy)
 	if err != nil {
 		b.Fatal(err)
