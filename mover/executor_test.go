@@ -461,3 +461,50 @@ func TestStaleTableDoesNotSettleCommittedMove(t *testing.T) {
 		t.Fatalf("slot %d owned by %s with moves %v", slot.Int(), now.Owner(slot), now.Moves)
 	}
 }
+
+// TestLateCreationEvent: the plan watch may deliver a plan's creation
+// after the term's first read already held the plan and ran its moves. A
+// created record carries no results; taken for the plan then, it made the
+// done move pending again, ran it once more and recorded it skipped.
+func TestLateCreationEvent(t *testing.T) {
+	c := newCluster(t, 2)
+	e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "t", Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := c.dir.Snapshot(c.ctx)
+	n1 := snap.SlotsOf("n1")
+	slot := n1.Ranges()[0].From
+	p, err := c.ctl.MoveSlot(c.ctx, slot.Int(), "n2", "test", "late event")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, rev, err := c.dir.PlanAt(c.ctx, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The term's first step reads the plan and runs its move.
+	if _, err := e.step(c.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Then the watch delivers the creation.
+	e.planWritten(directory.PlanEvent{ID: p.ID, Record: &directory.PlanRecord{Data: data, Rev: rev}, Created: true})
+	for i := 0; ; i++ {
+		if _, err := e.step(c.ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.ctl.Get(c.ctx, p.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State == StateDone {
+			if pr := got.Progress(); pr.Done != 1 || pr.Skipped != 0 {
+				t.Fatalf("plan done with %+v, want the one move done", pr)
+			}
+			return
+		}
+		if i == 10 {
+			t.Fatalf("plan %s after 10 steps", got.State)
+		}
+	}
+}

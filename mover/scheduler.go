@@ -31,7 +31,8 @@ type scheduler struct {
 	stale      map[string]bool
 	selfWrites map[string]int
 	// created holds the records of stale plans whose last write seen
-	// created them: new plans, with no results to read.
+	// created them: new plans, with no results to read unless they ran
+	// already (refreshPlans uses one only for a plan it does not hold).
 	created map[string]directory.PlanRecord
 
 	// recMu guards the plans' move statuses and states: the plan loop
@@ -483,8 +484,12 @@ func (e *Executor) refreshPlans(ctx context.Context) error {
 	for k, id := range ids {
 		var p *Plan
 		var err error
-		if rec, ok := created[id]; ok {
-			p, err = e.ctl.decode(id, rec.Data) // new: no result to merge
+		known := slices.ContainsFunc(s.plans, func(q *Plan) bool { return q.ID == id })
+		if rec, ok := created[id]; ok && !known {
+			// New since this term's first read, and not run since: no
+			// result to merge. (A plan the term's read already held may
+			// have run moves by the time its creation is seen: read it.)
+			p, err = e.ctl.decode(id, rec.Data)
 		} else {
 			p, err = e.ctl.Get(ctx, id)
 		}
