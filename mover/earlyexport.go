@@ -2,9 +2,11 @@ package mover
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
@@ -22,54 +24,207 @@ import (
 // asked early for a move that then does not begin holds a capture that
 // nothing explains: the executor ends it (the cleaner), and failing that
 // the source's reconciliation does (guarantee 9).
+//
+// The early stream is opened the way the relay opens its export (relay.go:
+// on the source's connection, with the relay codec, which decodes anything
+// but a raw batch as proto), so the transfer takes it whichever way it
+// copies: through Export (decoded batches) or through the connection
+// (relayed batches).
 
 // earlyExport is the source's StoreClient with one Export already open.
-// Export hands that stream to the first identical request, once; every
-// other call goes to the source. Safe for concurrent use.
+// The first identical request takes that stream, once; every other call
+// goes to the source. Safe for concurrent use.
 type earlyExport struct {
 	slotdv1.StoreClient // the source
 
 	req    *slotdv1.ExportRequest
 	cancel context.CancelFunc // ends the early stream
 	ready  chan struct{}      // closed when stream and err are set
-	stream grpc.ServerStreamingClient[slotdv1.ExportBatch]
+	stream grpc.ClientStream  // request sent, send side closed
 	err    error
 	taken  atomic.Bool
 }
 
-// startEarlyExport opens req on src under ctx. Call stop when the move
-// is over (or did not begin), whether or not the stream was taken.
-func startEarlyExport(ctx context.Context, src slotdv1.StoreClient, req *slotdv1.ExportRequest) *earlyExport {
-	ectx, cancel := context.WithCancel(ctx)
-	x := &earlyExport{StoreClient: src, req: req, cancel: cancel, ready: make(chan struct{})}
-	go func() {
-		defer close(x.ready)
-		x.stream, x.err = src.Export(ectx, req)
-	}()
-	return x
+// earlyRelay is an earlyExport whose source can relay: its connection
+// hands the early stream to the relay's Export too.
+type earlyRelay struct {
+	*earlyExport
+	cc grpc.ClientConnInterface
 }
 
-// Export implements slotdv1.StoreClient. The early stream, once taken,
-// ends with ctx as a stream opened under ctx would.
-func (x *earlyExport) Export(ctx context.Context, in *slotdv1.ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[slotdv1.ExportBatch], error) {
-	if !proto.Equal(in, x.req) || !x.taken.CompareAndSwap(false, true) {
-		return x.StoreClient.Export(ctx, in, opts...)
+func (r earlyRelay) conn() grpc.ClientConnInterface { return earlyConn{r.cc, r.earlyExport} }
+
+// startEarlyExport opens req on src under ctx and returns src's client
+// with the stream waiting in it, and a stop to call when the move is over
+// (or did not begin), whether or not the stream was taken.
+func startEarlyExport(ctx context.Context, src slotdv1.StoreClient, req *slotdv1.ExportRequest) (slotdv1.StoreClient, func()) {
+	ectx, cancel := context.WithCancel(ctx)
+	x := &earlyExport{StoreClient: src, req: req, cancel: cancel, ready: make(chan struct{})}
+	stop := func() {
+		x.cancel()
+		<-x.ready
+	}
+	rc, relays := src.(relayConn)
+	go func() {
+		defer close(x.ready)
+		if !relays {
+			x.stream, x.err = src.Export(ectx, req)
+			return
+		}
+		x.stream, x.err = openExport(ectx, rc.conn(), req, grpc.ForceCodecV2(newRelayCodec()))
+	}()
+	if relays {
+		return earlyRelay{x, rc.conn()}, stop
+	}
+	return x, stop
+}
+
+// openExport opens an Export stream on cc and sends req.
+func openExport(ctx context.Context, cc grpc.ClientConnInterface, req *slotdv1.ExportRequest, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := cc.NewStream(ctx, &slotdv1.Store_ServiceDesc.Streams[0], slotdv1.Store_Export_FullMethodName, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.SendMsg(req); err != nil {
+		return nil, err
+	}
+	if err := s.CloseSend(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// take hands the early stream to a request equal to the early one, once;
+// it then ends with ctx, as a stream opened under ctx would. ok is false
+// for any other request (the caller opens its own).
+func (x *earlyExport) take(ctx context.Context, in any) (s grpc.ClientStream, ok bool, err error) {
+	req, isExport := in.(*slotdv1.ExportRequest)
+	if !isExport || !proto.Equal(req, x.req) || !x.taken.CompareAndSwap(false, true) {
+		return nil, false, nil
 	}
 	context.AfterFunc(ctx, x.cancel)
 	select {
 	case <-x.ready:
-		return x.stream, x.err
+		return x.stream, true, x.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, true, ctx.Err()
 	}
 }
 
-// stop ends the early stream (a no-op once its taker's context ended)
-// and waits for its opening to return.
-func (x *earlyExport) stop() {
-	x.cancel()
-	<-x.ready
+// Export implements slotdv1.StoreClient.
+func (x *earlyExport) Export(ctx context.Context, in *slotdv1.ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[slotdv1.ExportBatch], error) {
+	s, ok, err := x.take(ctx, in)
+	if !ok {
+		return x.StoreClient.Export(ctx, in, opts...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if g, isGeneric := s.(grpc.ServerStreamingClient[slotdv1.ExportBatch]); isGeneric {
+		return g, nil
+	}
+	return &grpc.GenericClientStream[slotdv1.ExportRequest, slotdv1.ExportBatch]{ClientStream: s}, nil
 }
 
-// used reports whether a transfer took the early stream.
-func (x *earlyExport) used() bool { return x.taken.Load() }
+var (
+	_ relayConn         = earlyRelay{}
+	_ grpc.ClientStream = (*lateStream)(nil)
+)
+
+// earlyConn is the source's connection with the early stream waiting in
+// it for the relay's Export.
+type earlyConn struct {
+	grpc.ClientConnInterface
+	x *earlyExport
+}
+
+// NewStream implements grpc.ClientConnInterface: an Export stream is
+// opened when its request is sent, so that the early one can stand in.
+func (c earlyConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if method != slotdv1.Store_Export_FullMethodName {
+		return c.ClientConnInterface.NewStream(ctx, desc, method, opts...)
+	}
+	return &lateStream{ctx: ctx, open: func() (grpc.ClientStream, error) {
+		return c.ClientConnInterface.NewStream(ctx, desc, method, opts...)
+	}, x: c.x}, nil
+}
+
+// lateStream is an Export stream whose opening waits for its request:
+// the early stream when the request is the early one, else a new one.
+type lateStream struct {
+	ctx  context.Context
+	open func() (grpc.ClientStream, error)
+	x    *earlyExport
+
+	once sync.Once
+	s    grpc.ClientStream
+	err  error
+}
+
+// resolve opens the stream on the first call: the early one if first is
+// its request (already sent), else a new one with first sent on it.
+// sentFirst says this call sent first.
+func (l *lateStream) resolve(first any) (sentFirst bool, err error) {
+	l.once.Do(func() {
+		sentFirst = true
+		s, ok, err := l.x.take(l.ctx, first)
+		if ok {
+			l.s, l.err = s, err
+			return
+		}
+		if l.s, l.err = l.open(); l.err == nil && first != nil {
+			l.err = l.s.SendMsg(first)
+		}
+	})
+	return sentFirst, l.err
+}
+
+// SendMsg implements grpc.ClientStream. The first message decides.
+func (l *lateStream) SendMsg(m any) error {
+	sent, err := l.resolve(m)
+	if sent || err != nil {
+		return err
+	}
+	return l.s.SendMsg(m)
+}
+
+// CloseSend implements grpc.ClientStream (the early stream's send side is
+// closed already; closing it again is a no-op in grpc).
+func (l *lateStream) CloseSend() error {
+	if _, err := l.resolve(nil); err != nil {
+		return err
+	}
+	return l.s.CloseSend()
+}
+
+// RecvMsg implements grpc.ClientStream.
+func (l *lateStream) RecvMsg(m any) error {
+	if _, err := l.resolve(nil); err != nil {
+		return err
+	}
+	return l.s.RecvMsg(m)
+}
+
+// Header implements grpc.ClientStream.
+func (l *lateStream) Header() (metadata.MD, error) {
+	if _, err := l.resolve(nil); err != nil {
+		return nil, err
+	}
+	return l.s.Header()
+}
+
+// Trailer implements grpc.ClientStream.
+func (l *lateStream) Trailer() metadata.MD {
+	if _, err := l.resolve(nil); err != nil {
+		return nil
+	}
+	return l.s.Trailer()
+}
+
+// Context implements grpc.ClientStream.
+func (l *lateStream) Context() context.Context {
+	if _, err := l.resolve(nil); err != nil {
+		return l.ctx
+	}
+	return l.s.Context()
+}

@@ -1,10 +1,14 @@
 package mover
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	slotdv1 "github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
 )
@@ -74,5 +78,78 @@ func TestEarlyExportOfMoveNotBegun(t *testing.T) {
 	}
 	if _, err := src.Changes(c.ctx, slot, "probe", 0, 0, false); !errors.Is(err, node.ErrCaptureLost) {
 		t.Fatalf("the early export's capture survived its clean-up: %v", err)
+	}
+}
+
+// plainStore hides a pool client's connection: a transfer to it copies
+// decoded batches, not through the relay.
+type plainStore struct{ slotdv1.StoreClient }
+
+// TestEarlyExportTaken: the stream the source opened while the begin was
+// written is the one the copy reads, relayed or decoded: the source serves
+// one Export per move, and the slot arrives whole.
+func TestEarlyExportTaken(t *testing.T) {
+	for _, relayed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("relayed=%v", relayed), func(t *testing.T) {
+			c := newCluster(t, 2)
+			e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "t", Logger: testLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var exports atomic.Int64
+			count := func(node string, _ uint32, start bool) {
+				if node == "n1" && start {
+					exports.Add(1)
+				}
+			}
+			c.onExport.Store(&count)
+			snap, _ := c.dir.Snapshot(c.ctx)
+			n1 := snap.SlotsOf("n1")
+			slot := n1.Ranges()[0].From
+			keys := keysInSlots(map[int]bool{slot.Int(): true}, 50)
+			for _, k := range keys {
+				if err := c.put(c.ctx, k, bytes.Repeat(k[:1], 1024)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if relayed {
+				p, err := c.ctl.MoveSlot(c.ctx, slot.Int(), "n2", "test", "early export")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; ; i++ {
+					if _, err := e.step(c.ctx); err != nil {
+						t.Fatal(err)
+					}
+					if got, _ := c.ctl.Get(c.ctx, p.ID); got != nil && got.State == StateDone {
+						break
+					}
+					if i == 10 {
+						t.Fatal("plan not done after 10 steps")
+					}
+				}
+			} else {
+				src, dst, err := e.endpoints(snap, "n1", "n2")
+				if err != nil {
+					t.Fatal(err)
+				}
+				early, stop := startEarlyExport(c.ctx, src.c, &slotdv1.ExportRequest{Slot: uint32(slot.Int()), MoveId: "early", RateBytesPerSecond: e.rate(c.ctx)})
+				defer stop()
+				mv, err := c.dir.BeginMove(c.ctx, directory.MoveSpec{Slot: slot, From: "n1", To: "n2", MoveID: "early", By: "test"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var fencing atomic.Bool
+				tr := &Transfer{Slot: slot, MoveID: mv.MoveID, Source: early, Target: plainStore{dst.c}, Rate: e.rate(c.ctx), Fresh: true,
+					Journal: &journal{e: e, mv: *mv, prog: &MoveProgress{}, fencing: &fencing}}
+				if _, err := tr.Run(c.ctx, StepCopy); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := exports.Load(); n != 1 {
+				t.Errorf("the source served %d Export streams for one move, want 1 (the early one)", n)
+			}
+			checkMoved(t, c, slot, keys, "n2")
+		})
 	}
 }

@@ -63,12 +63,12 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 		id := moveID(p.ID, i)
 		// The source starts its export while the begin is written
 		// (earlyexport.go): the request is the one the transfer makes.
-		early := startEarlyExport(ctx, src.c, &slotdv1.ExportRequest{Slot: uint32(slot.Int()), MoveId: id, RateBytesPerSecond: e.rate(ctx)})
-		defer early.stop()
+		early, stopEarly := startEarlyExport(ctx, src.c, &slotdv1.ExportRequest{Slot: uint32(slot.Int()), MoveId: id, RateBytesPerSecond: e.rate(ctx)})
+		defer stopEarly()
 		begun, done, err := e.begin(ctx, p, i, slot, id, g)
 		if begun == nil || done {
 			// Not begun: the capture the early export started is nobody's.
-			early.stop()
+			stopEarly()
 			e.clean.add(cleanup{addr: src.addr, slot: slot, moveID: id})
 			if begun == nil {
 				return err
