@@ -88,7 +88,7 @@ func (c *Control) table(ctx context.Context) (*directory.Snapshot, error) {
 			if err != nil {
 				return nil, err
 			}
-			if s = w.Load(); s.Version == v {
+			if s = w.Load(); s != nil && s.Version == v {
 				return s, nil
 			}
 		}

@@ -508,3 +508,40 @@ func TestLateCreationEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestMoveSlotOnWatchedTable: `slotctl move` plans on the leader's watched
+// table only when it is the directory's current version; a lagging one is
+// not used (here it still shows the slot on the node it is to move to).
+func TestMoveSlotOnWatchedTable(t *testing.T) {
+	for _, lagging := range []bool{true, false} {
+		t.Run(fmt.Sprintf("lagging=%v", lagging), func(t *testing.T) {
+			c := newCluster(t, 2)
+			e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "t", Logger: testLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			old, _ := c.dir.Snapshot(c.ctx)
+			n1 := old.SlotsOf("n1")
+			slot := n1.Ranges()[0].From
+			mv, err := c.dir.BeginMove(c.ctx, directory.MoveSpec{Slot: slot, From: "n1", To: "n2", By: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.dir.CommitFencedMove(c.ctx, slot, mv.MoveID, "test", directory.Copied{}); err != nil {
+				t.Fatal(err)
+			}
+			table := old
+			if !lagging {
+				table, _ = c.dir.Snapshot(c.ctx)
+			}
+			e.latest.Store(table)
+			p, err := c.ctl.MoveSlot(c.ctx, slot.Int(), "n1", "test", "back")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := p.Moves[0]; m.From != "n2" || m.To != "n1" || p.BaseVersion != old.Version+2 {
+				t.Fatalf("planned %s -> %s at version %d, want n2 -> n1 at %d", m.From, m.To, p.BaseVersion, old.Version+2)
+			}
+		})
+	}
+}
