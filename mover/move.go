@@ -62,14 +62,24 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 	} else {
 		id := moveID(p.ID, i)
 		// The source starts its export while the begin is written
-		// (earlyexport.go): the request is the one the transfer makes.
-		early, stopEarly := startEarlyExport(ctx, src.c, &slotdv1.ExportRequest{Slot: uint32(slot.Int()), MoveId: id, RateBytesPerSecond: e.rate(ctx)})
+		// (earlyexport.go): the request is the one the transfer makes. Not
+		// for a slot holding data that may have to wait for its donor's
+		// gate (scheduler.go): its export would run beside the donor's
+		// other copy, and a move that long gains nothing from it.
+		early, stopEarly := src.c, func() {}
+		exportEarly := !e.sched.isData(copyKey{p.ID, i}) || e.cfg.Parallelism == 1 || len(p.Moves) == 1
+		if exportEarly {
+			early, stopEarly = startEarlyExport(ctx, src.c, &slotdv1.ExportRequest{Slot: uint32(slot.Int()), MoveId: id, RateBytesPerSecond: e.rate(ctx)})
+		}
 		defer stopEarly()
 		begun, done, err := e.begin(ctx, p, i, slot, id, g)
 		if begun == nil || done {
-			// Not begun: the capture the early export started is nobody's.
-			stopEarly()
-			e.clean.add(cleanup{addr: src.addr, slot: slot, moveID: id})
+			if exportEarly {
+				// Not begun: the capture the early export started is
+				// nobody's.
+				stopEarly()
+				e.clean.add(cleanup{addr: src.addr, slot: slot, moveID: id})
+			}
 			if begun == nil {
 				return err
 			}

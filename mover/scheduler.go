@@ -263,6 +263,14 @@ func (s *scheduler) markData(k copyKey, data bool) {
 	}
 }
 
+// isData reports whether move k was registered as moving a slot holding
+// data.
+func (s *scheduler) isData(k copyKey) bool {
+	s.copyMu.Lock()
+	defer s.copyMu.Unlock()
+	return s.dataMoves[k]
+}
+
 // acquireCopy waits until move mv may copy: at once for a near-empty slot
 // or a move outside the window (one settled), else when no other copy of
 // a slot holding data runs on its donor. release (idempotent) passes the
@@ -304,7 +312,9 @@ func (e *Executor) runWindow(ctx context.Context, snap *directory.Snapshot, p *P
 	w.remaining = pr.Bytes - pr.BytesDone
 	limit := e.cfg.Parallelism
 	var small func(i int) bool
-	if limit > 1 {
+	if limit > 1 && len(p.Moves) > 1 {
+		// (A plan of one move, `slotctl move`, has nothing to share its
+		// donor with: no sizes to ask for before it starts.)
 		small = e.nearEmpty(ctx, snap, p, windowBatch*limit)
 	}
 	var wg sync.WaitGroup
