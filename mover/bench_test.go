@@ -49,7 +49,7 @@ func moveOnce(ctx context.Context, b *testing.B, c *cluster, e *Executor, slot s
 	}
 	start := time.Now()
 	id := "bench-" + strconv.FormatInt(start.UnixNano(), 36)
-	early, stopEarly := startEarlyExport(ctx, src.c, &slotdv1.ExportRequest{Slot: uint32(slot.Int()), MoveId: id, RateBytesPerSecond: e.rate(ctx)})
+	early, stopEarly := startEarlyExport(ctx, src.c, &slotdv1.ExportRequest{Slot: uint32(slot.Int()), MoveId: id, RateBytesPerSecond: wireRate(e.rate(ctx))})
 	defer stopEarly()
 	mv, err := c.dir.BeginMove(ctx, directory.MoveSpec{Slot: slot, From: from, To: to, MoveID: id, By: "bench"})
 	if err != nil {

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/slotd/slotd/internal/waitfor"
+	"github.com/slotd/slotd/slots"
 )
 
 func TestControlRefusesBadInput(t *testing.T) {
@@ -120,5 +124,53 @@ func TestOldPlansPruned(t *testing.T) {
 	}
 	if _, err := ctl.Get(c.ctx, ids[0]); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the oldest proposal: %v, want ErrNotFound", err)
+	}
+}
+
+// TestThrottleLiftedWhileDonorIdle: a throttle lifted (0, unlimited) while
+// no move runs reaches a donor with its next export. SetThrottle tells only
+// the donors with a move in flight, and an export's rate 0 means "leave the
+// node's rate as it is": a donor that last exported under a limit kept it
+// for good.
+func TestThrottleLiftedWhileDonorIdle(t *testing.T) {
+	c := newCluster(t, 2)
+	e, _ := c.startExecutor("a")
+	snap, err := c.dir.Snapshot(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var on1 []int
+	for s := 0; s < 100 && len(on1) < 2; s++ {
+		if snap.Owner(slots.MustNew(s)) == "n1" {
+			on1 = append(on1, s)
+		}
+	}
+	donor := c.nodes["n1"].srv.Node()
+	for i, tc := range []struct {
+		throttle int64
+		want     int64
+	}{
+		{throttle: 1 << 30, want: 1 << 30},
+		{throttle: 0, want: 0},
+	} {
+		if err := c.ctl.SetThrottle(c.ctx, tc.throttle, "test"); err != nil {
+			t.Fatal(err)
+		}
+		// The executor learns the throttle from its watch; the move must
+		// start after that, as an operator's next plan does.
+		waitfor.Err(t, 30*time.Second, "the executor to see the throttle", func() error {
+			if got := e.throttle.Load(); got != tc.throttle {
+				return fmt.Errorf("executor throttle %d", got)
+			}
+			return nil
+		})
+		p, err := c.ctl.MoveSlot(c.ctx, on1[i], "n2", "test", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitPlan(p.ID, StateDone)
+		if got := donor.ExportRate(); got != tc.want {
+			t.Fatalf("throttle %d, then a move from n1: n1 exports at %d B/s, want %d", tc.throttle, got, tc.want)
+		}
 	}
 }

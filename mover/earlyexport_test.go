@@ -133,7 +133,7 @@ func TestEarlyExportTaken(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				early, stop := startEarlyExport(c.ctx, src.c, &slotdv1.ExportRequest{Slot: uint32(slot.Int()), MoveId: "early", RateBytesPerSecond: e.rate(c.ctx)})
+				early, stop := startEarlyExport(c.ctx, src.c, &slotdv1.ExportRequest{Slot: uint32(slot.Int()), MoveId: "early", RateBytesPerSecond: wireRate(e.rate(c.ctx))})
 				defer stop()
 				mv, err := c.dir.BeginMove(c.ctx, directory.MoveSpec{Slot: slot, From: "n1", To: "n2", MoveID: "early", By: "test"})
 				if err != nil {

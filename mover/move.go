@@ -69,7 +69,7 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 		early, stopEarly := src.c, func() {}
 		exportEarly := !e.sched.isData(copyKey{p.ID, i}) || e.cfg.Parallelism == 1 || len(p.Moves) == 1
 		if exportEarly {
-			early, stopEarly = startEarlyExport(ctx, src.c, &slotdv1.ExportRequest{Slot: uint32(slot.Int()), MoveId: id, RateBytesPerSecond: e.rate(ctx)})
+			early, stopEarly = startEarlyExport(ctx, src.c, &slotdv1.ExportRequest{Slot: uint32(slot.Int()), MoveId: id, RateBytesPerSecond: wireRate(e.rate(ctx))})
 		}
 		defer stopEarly()
 		begun, done, err := e.begin(ctx, p, i, slot, id, g)

@@ -282,7 +282,7 @@ func (t *Transfer) relayCopy(ctx context.Context, src, dst grpc.ClientConnInterf
 	}
 	req := &slotdv1.ExportRequest{
 		Slot: t.slot(), MoveId: t.MoveID, Cursor: cursor,
-		RateBytesPerSecond: t.Rate, MaxBatchBytes: t.MaxBatchBytes,
+		RateBytesPerSecond: wireRate(t.Rate), MaxBatchBytes: t.MaxBatchBytes,
 	}
 	if err := stream.SendMsg(req); err != nil {
 		return classify("export", err)

@@ -188,6 +188,17 @@ func (t *Transfer) slot() uint32 { return uint32(t.Slot.Int()) }
 // both clients are a StorePool's, else decoded and encoded again. Receiving (and checking) the next
 // batch overlaps with importing the current one: the source's scan, this
 // process and the target's apply then run at once instead of in turn.
+// wireRate is a donor rate (0: unlimited) as an ExportRequest carries it,
+// where 0 leaves the node's rate unchanged and unlimited is said
+// explicitly: a donor idle when the operator lifted the throttle still
+// holds the last limit it was given.
+func wireRate(bps uint64) uint64 {
+	if bps == 0 {
+		return slotdv1.RateUnlimited
+	}
+	return bps
+}
+
 func (t *Transfer) copy(ctx context.Context, cursor []byte, res *Result) error {
 	if src, ok := t.Source.(relayConn); ok {
 		if dst, ok := t.Target.(relayConn); ok {
@@ -198,7 +209,7 @@ func (t *Transfer) copy(ctx context.Context, cursor []byte, res *Result) error {
 	defer cancel()
 	stream, err := t.Source.Export(ctx, &slotdv1.ExportRequest{
 		Slot: t.slot(), MoveId: t.MoveID, Cursor: cursor,
-		RateBytesPerSecond: t.Rate, MaxBatchBytes: t.MaxBatchBytes,
+		RateBytesPerSecond: wireRate(t.Rate), MaxBatchBytes: t.MaxBatchBytes,
 	})
 	if err != nil {
 		return fmt.Errorf("export: %w", err)

@@ -653,3 +653,53 @@ func TestBadRequests(t *testing.T) {
 		t.Fatalf("bad requests left state behind: %v %v", st, err)
 	}
 }
+
+// TestExportRequestRate: an Export's rate field sets the node's one token
+// bucket: 0 leaves it, a rate sets it, RateUnlimited lifts it. A mover
+// whose throttle an operator lifted while this donor was idle sends
+// RateUnlimited with the donor's next export; with 0 the donor kept its
+// last limit for good.
+func TestExportRequestRate(t *testing.T) {
+	ctx := ctxT(t)
+	m := new(node.StaticMap)
+	a := startNode(t, "a", t.TempDir(), m, nodeOpts{noSync: true, rate: 1 << 20})
+	m.SetAll("a", a.addr)
+	_, s := keysIn("rate", 1)
+	for i, tc := range []struct {
+		send uint64
+		want int64
+	}{
+		{send: 0, want: 1 << 20},
+		{send: 5 << 20, want: 5 << 20},
+		{send: 0, want: 5 << 20},
+		{send: slotdv1.RateUnlimited, want: 0},
+		{send: 0, want: 0},
+		{send: 2 << 20, want: 2 << 20},
+	} {
+		exportAllAt(ctx, t, a, s, fmt.Sprintf("rate-%d", i), tc.send)
+		if got := a.srv.Node().ExportRate(); got != tc.want {
+			t.Fatalf("step %d: export with rate %d: node rate %d, want %d", i, tc.send, got, tc.want)
+		}
+	}
+}
+
+// exportAllAt reads one export of slot s to its end, asking for rate.
+func exportAllAt(ctx context.Context, t *testing.T, src *testNode, s slots.Slot, moveID string, rate uint64) {
+	t.Helper()
+	st, err := src.store.Export(ctx, &slotdv1.ExportRequest{Slot: uint32(s.Int()), MoveId: moveID, RateBytesPerSecond: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		b, err := st.Recv()
+		if err != nil {
+			t.Fatalf("export %s: %v", moveID, err)
+		}
+		if b.GetDone() {
+			break
+		}
+	}
+	if _, err := src.store.EndCapture(ctx, &slotdv1.EndCaptureRequest{Slot: uint32(s.Int()), MoveId: moveID}); err != nil {
+		t.Fatalf("end capture %s: %v", moveID, err)
+	}
+}

@@ -204,7 +204,8 @@ type ExportRequest struct {
 	// Empty to start; else the cursor of the last batch received.
 	Cursor []byte `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// Sets the node's export rate (one token bucket per node, shared by all
-	// its exports and change streams). 0 leaves the current rate unchanged.
+	// its exports and change streams). 0 leaves the current rate unchanged;
+	// 2^64-1 (the largest value, RateUnlimited in Go) means unlimited.
 	RateBytesPerSecond uint64 `protobuf:"varint,4,opt,name=rate_bytes_per_second,json=rateBytesPerSecond,proto3" json:"rate_bytes_per_second,omitempty"`
 	// Upper bound on one batch's key+value bytes; 0 for 256 KiB. A single
 	// entry larger than this is sent alone.

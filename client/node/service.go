@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"google.golang.org/grpc"
 
@@ -37,8 +38,11 @@ func (x *storeServer) Export(req *slotdv1.ExportRequest, stream grpc.ServerStrea
 	if err != nil {
 		return StatusError(err)
 	}
-	if r := req.GetRateBytesPerSecond(); r > 0 {
-		x.n.SetExportRate(int64(r))
+	switch r := req.GetRateBytesPerSecond(); {
+	case r == slotdv1.RateUnlimited:
+		x.n.SetExportRate(0)
+	case r > 0:
+		x.n.SetExportRate(int64(min(r, math.MaxInt64)))
 	}
 	ctx := stream.Context()
 	cursor := req.GetCursor()
