@@ -48,8 +48,9 @@ func (n *Node) drop(ctx context.Context, s slots.Slot, version uint64, bytesPerS
 	imp := n.imports[s]
 	n.impMu.Unlock()
 	if imp != nil && (moveID != "" || strict) && imp.MoveID != moveID {
+		other := imp.MoveID // the import may go on once the lock is released
 		smu.Unlock()
-		return false, fmt.Errorf("%w: slot %d is being imported for move %s; the copy of move %s was cleared when that import began", ErrMoveMismatch, s.Int(), imp.MoveID, moveID)
+		return false, fmt.Errorf("%w: slot %d is being imported for move %s; the copy of move %s was cleared when that import began", ErrMoveMismatch, s.Int(), other, moveID)
 	}
 	n.dropMu.Lock()
 	if _, running := n.dropping[s]; running {
