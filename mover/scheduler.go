@@ -199,8 +199,8 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 // windowBatch is how many moves, in units of Parallelism, runWindow starts
 // before it returns to the plan loop (which then refreshes the plans).
 // Each return drains the window (its last moves run with the window
-// emptying), so it is a cost per batch: 64 makes four of them in a
-// 3 -> 4 rebalance of 4,096 slots at the default window, not sixteen.
+// emptying), so it is a cost per batch: 64 makes six of them in a
+// 3 -> 4 rebalance of 4,096 slots at the default window (12), not twenty-two.
 const windowBatch = 64
 
 // What "one slot at a time" (seed 002, rule 2) means here: each donor

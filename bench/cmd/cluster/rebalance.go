@@ -67,7 +67,7 @@ func itemRebalance(ctx context.Context, c *config, shm string, w io.Writer) erro
 	logf("item 3: ours: slotd + 3 slotkv + 1 empty (slotkv durable on disk: %v)", c.rebalanceDurable)
 	// slotd's defaults unless -rebalance-parallelism asks for a cap.
 	var slotdArgs []string
-	settings := "slotd's defaults (a window of 16 moves in flight, each donor copying one slot holding data at a time: every slot here is near-empty, about 1.3 KB)"
+	settings := "slotd's defaults (a window of 12 moves in flight, each donor copying one slot holding data at a time: every slot here is near-empty, about 1.3 KB)"
 	if c.rebalanceParallelism > 0 {
 		slotdArgs = []string{"--move-parallelism", strconv.Itoa(c.rebalanceParallelism)}
 		settings = fmt.Sprintf("slotd `--move-parallelism %d`", c.rebalanceParallelism)
