@@ -9,7 +9,6 @@ import (
 
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
-	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -170,16 +169,7 @@ func TestSchedulerDonorRule(t *testing.T) {
 	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	waitfor.Err(t, 2*time.Minute, "plan done", func() error {
-		q, err := c.ctl.Get(c.ctx, p.ID)
-		if err != nil {
-			return err
-		}
-		if q.State != StateDone {
-			return fmt.Errorf("plan is %s (%s)", q.State, q.Error)
-		}
-		return nil
-	})
+	c.waitPlan(p.ID, StateDone)
 	mu.Lock()
 	defer mu.Unlock()
 	for _, id := range []string{"n1", "n2"} {
@@ -229,16 +219,7 @@ func TestSchedulerParallelismOne(t *testing.T) {
 	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	waitfor.Err(t, 2*time.Minute, "plan done", func() error {
-		q, err := c.ctl.record(c.ctx, p.ID)
-		if err != nil {
-			return err
-		}
-		if q.State != StateDone {
-			return fmt.Errorf("plan is %s (%s)", q.State, q.Error)
-		}
-		return nil
-	})
+	c.waitPlan(p.ID, StateDone)
 	mu.Lock()
 	defer mu.Unlock()
 	if most != 1 {
