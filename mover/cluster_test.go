@@ -327,6 +327,29 @@ func (c *cluster) watchTable(from uint64, fn func(ctx context.Context, s *direct
 }
 
 // waitPlan waits until plan id reaches a final or paused state.
+// runPlan submits plan p, applies it and waits for it to be done.
+func (c *cluster) runPlan(p *Plan) {
+	c.t.Helper()
+	if _, err := c.ctl.Submit(c.ctx, p, "test"); err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
+		c.t.Fatal(err)
+	}
+	c.waitPlan(p.ID, StateDone)
+}
+
+// newExecutor is an executor on the cluster, not started: the test drives
+// its steps itself.
+func (c *cluster) newExecutor() *Executor {
+	c.t.Helper()
+	e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "t", Logger: testLogger()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return e
+}
+
 func (c *cluster) waitPlan(id string, want PlanState) *Plan {
 	c.t.Helper()
 	var p *Plan

@@ -21,10 +21,7 @@ import (
 // never asked for anything.
 func TestEarlyExportOfMoveNotBegun(t *testing.T) {
 	c := newCluster(t, 2)
-	e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "t", Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := c.newExecutor()
 	snap, err := c.dir.Snapshot(c.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -92,10 +89,7 @@ func TestEarlyExportTaken(t *testing.T) {
 	for _, relayed := range []bool{true, false} {
 		t.Run(fmt.Sprintf("relayed=%v", relayed), func(t *testing.T) {
 			c := newCluster(t, 2)
-			e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "t", Logger: testLogger()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := c.newExecutor()
 			var exports atomic.Int64
 			count := func(node string, _ uint32, start bool) {
 				if node == "n1" && start {

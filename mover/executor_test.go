@@ -376,10 +376,7 @@ func TestLeaderFailoverCompletesPlan(t *testing.T) {
 // flight cannot finish; aborting ... no move ... in flight").
 func TestStaleTableDoesNotSettleCommittedMove(t *testing.T) {
 	c := newCluster(t, 2)
-	e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "t", Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := c.newExecutor()
 	snap, _ := c.dir.Snapshot(c.ctx)
 	n1 := snap.SlotsOf("n1")
 	slot := n1.Ranges()[0].From
@@ -468,10 +465,7 @@ func TestStaleTableDoesNotSettleCommittedMove(t *testing.T) {
 // done move pending again, ran it once more and recorded it skipped.
 func TestLateCreationEvent(t *testing.T) {
 	c := newCluster(t, 2)
-	e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "t", Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := c.newExecutor()
 	snap, _ := c.dir.Snapshot(c.ctx)
 	n1 := snap.SlotsOf("n1")
 	slot := n1.Ranges()[0].From
@@ -516,10 +510,7 @@ func TestMoveSlotOnWatchedTable(t *testing.T) {
 	for _, lagging := range []bool{true, false} {
 		t.Run(fmt.Sprintf("lagging=%v", lagging), func(t *testing.T) {
 			c := newCluster(t, 2)
-			e, err := NewExecutor(ExecutorConfig{Directory: c.dir, Control: c.ctl, Etcd: c.etcd.Client(), Stores: c.pool, Name: "t", Logger: testLogger()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := c.newExecutor()
 			old, _ := c.dir.Snapshot(c.ctx)
 			n1 := old.SlotsOf("n1")
 			slot := n1.Ranges()[0].From

@@ -163,13 +163,7 @@ func TestSchedulerDonorRule(t *testing.T) {
 	if err := c.ctl.SetThrottle(c.ctx, 8_000_000, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ctl.Submit(c.ctx, p, "test"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
-	c.waitPlan(p.ID, StateDone)
+	c.runPlan(p)
 	mu.Lock()
 	defer mu.Unlock()
 	for _, id := range []string{"n1", "n2"} {
@@ -213,13 +207,7 @@ func TestSchedulerParallelismOne(t *testing.T) {
 	}
 	c.onExport.Store(&onExport)
 	c.startExecutorWith("a", func(cfg *ExecutorConfig) { cfg.Parallelism = 1 })
-	if _, err := c.ctl.Submit(c.ctx, p, "test"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
-	c.waitPlan(p.ID, StateDone)
+	c.runPlan(p)
 	mu.Lock()
 	defer mu.Unlock()
 	if most != 1 {
