@@ -183,11 +183,6 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 
 func (t *Transfer) slot() uint32 { return uint32(t.Slot.Int()) }
 
-// copy streams the snapshot from the source's cursor (nil: from the start)
-// and applies every batch on the target: relayed as bytes (relay.go) when
-// both clients are a StorePool's, else decoded and encoded again. Receiving (and checking) the next
-// batch overlaps with importing the current one: the source's scan, this
-// process and the target's apply then run at once instead of in turn.
 // wireRate is a donor rate (0: unlimited) as an ExportRequest carries it,
 // where 0 leaves the node's rate unchanged and unlimited is said
 // explicitly: a donor idle when the operator lifted the throttle still
@@ -199,6 +194,12 @@ func wireRate(bps uint64) uint64 {
 	return bps
 }
 
+// copy streams the snapshot from the source's cursor (nil: from the start)
+// and applies every batch on the target: relayed as bytes (relay.go) when
+// both clients are a StorePool's, else decoded and encoded again.
+// Receiving (and checking) the next batch overlaps with importing the
+// current one: the source's scan, this process and the target's apply
+// then run at once instead of in turn.
 func (t *Transfer) copy(ctx context.Context, cursor []byte, res *Result) error {
 	if src, ok := t.Source.(relayConn); ok {
 		if dst, ok := t.Target.(relayConn); ok {
