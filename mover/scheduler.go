@@ -226,11 +226,15 @@ const readyPerDonor = 2
 // window is runWindow's state: the moves it started that have not ended,
 // and the data moves among them per donor.
 type window struct {
-	mu       sync.Mutex // guards running, data, inFlight, errs and remaining
+	mu       sync.Mutex // guards running, data, inFlight, errs, from and remaining
 	running  map[int]bool
 	data     map[string]int // data moves in flight, by donor id
 	inFlight int
 	errs     []error
+	// from is the first move pick looks at: the ones before it ended for
+	// good (a window of a 4,096-move plan picks 768 times; each scan from
+	// the start held recMu over the ended prefix).
+	from int
 	// remaining is the plan's estimated bytes not moved yet (the
 	// slotd_mover_bytes_remaining gauge).
 	remaining int64
@@ -383,10 +387,14 @@ func (e *Executor) pick(ctx context.Context, w *window, p *Plan, g *planGuard, l
 		return -1, false, false
 	}
 	blocked := false
-	for k, m := range p.Moves {
+	for k := w.from; k < len(p.Moves); k++ {
+		m := p.Moves[k]
 		// A failed move is runnable again once its plan is resumed; the
 		// one failing now stays running until it paused the plan.
 		if !m.Status.runnable() || w.running[k] {
+			if k == w.from && !m.Status.runnable() && !w.running[k] {
+				w.from++ // done, skipped or aborted: never runnable again
+			}
 			continue
 		}
 		if w.inFlight >= limit {
