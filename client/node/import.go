@@ -42,6 +42,16 @@ func (n *Node) importState(s slots.Slot, moveID string) *ImportState {
 	return st
 }
 
+// setImport makes next the slot's import state cur. The caller holds
+// slotMu[s], as every writer does; readers that hold only impMu
+// (ImportStatus, reconciliation, Drop) read the state under it, so the
+// write takes it too.
+func (n *Node) setImport(cur *ImportState, next ImportState) {
+	n.impMu.Lock()
+	*cur = next
+	n.impMu.Unlock()
+}
+
 // saveImport records how far an import got, after the store applied the
 // batch. It is not synced: the record only saves work on a resume. Lost in
 // a crash, it is older than the data, and the import resumes from an
@@ -186,7 +196,7 @@ func (n *Node) ImportSnapshot(ctx context.Context, s slots.Slot, moveID string, 
 	if err := n.saveImport(s, &next); err != nil {
 		return *cur, false, err
 	}
-	*cur = next
+	n.setImport(cur, next)
 	n.m.importBytes.Add(float64(size))
 	return next, false, nil
 }
@@ -242,7 +252,7 @@ func (n *Node) ImportChanges(ctx context.Context, s slots.Slot, moveID string, c
 	if err := n.saveImport(s, &next); err != nil {
 		return *cur, false, err
 	}
-	*cur = next
+	n.setImport(cur, next)
 	n.m.importBytes.Add(float64(size))
 	return next, false, nil
 }
