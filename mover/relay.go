@@ -64,6 +64,9 @@ type relayImport struct {
 	moveID   string
 	batchSeq uint64
 	batches  []*rawBatch
+	// afterPrevious: sent before the previous import was answered
+	// (SnapshotImport.after_previous).
+	afterPrevious bool
 }
 
 // relayCodec is the proto codec with two exceptions: a *rawBatch is
@@ -227,6 +230,10 @@ func (r *relayImport) encode() mem.BufferSlice {
 		trailer = protowire.AppendTag(trailer, 5, protowire.VarintType)
 		trailer = protowire.AppendVarint(trailer, 1)
 	}
+	if r.afterPrevious {
+		trailer = protowire.AppendTag(trailer, 6, protowire.VarintType)
+		trailer = protowire.AppendVarint(trailer, 1)
+	}
 	trailer = protowire.AppendTag(trailer, 1, protowire.VarintType)
 	trailer = protowire.AppendVarint(trailer, r.batchSeq)
 	body := len(trailer)
@@ -268,6 +275,16 @@ func (r *relayImport) encode() mem.BufferSlice {
 // 19.9 MB/s min / median / max batch by batch, 18.2 / 19.8 / 20.5 merged;
 // 5 MB/s 3.2 / 4.5 / 5.1 against 4.9 / 5.0 / 5.0), while a target that
 // keeps up still gets the throttle's 20 ms batches one by one.
+//
+// Two imports are in flight once the target has said it waits for a
+// batch sent ahead (ImportResponse.waits_for_previous; a target of an
+// older version never says so and gets one import at a time): the next
+// import's transfer and decoding on the target then overlap the current
+// one's commit, instead of a durable target sitting idle while its next
+// batch arrives, and the target's commits back to back are what bounds
+// the copy. Imports are still answered, counted and applied in order: the
+// target applies a batch sent ahead only after its predecessor, and the
+// copy ends at the answer of the done batch's import, the last in flight.
 func (t *Transfer) relayCopy(ctx context.Context, src, dst grpc.ClientConnInterface, cursor []byte, res *Result) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -326,34 +343,80 @@ func (t *Transfer) relayCopy(ctx context.Context, src, dst grpc.ClientConnInterf
 			}
 		}
 	}()
-	// pending is taken from batches and not yet imported; carry is the
-	// batch that did not fit in the last import.
-	var pending []*rawBatch
+	// inflight are the imports sent and not answered yet, oldest first;
+	// carry is the batch that did not fit in the last import. window is
+	// how many may be in flight: one, until the target says it lets a
+	// batch sent ahead wait for its predecessor (waits_for_previous).
+	var inflight []*relaySent
 	var carry *rawBatch
+	window := 1
 	defer func() {
 		cancel()
 		<-done
+		for _, f := range inflight {
+			f.wait()
+			f.free()
+		}
 		for b := range batches {
-			pending = append(pending, b)
-		}
-		if carry != nil {
-			pending = append(pending, carry)
-		}
-		for _, b := range pending {
 			b.buf.Free()
 		}
+		if carry != nil {
+			carry.buf.Free()
+		}
 	}()
-	resp := new(slotdv1.ImportResponse)
+	// finish takes the oldest import's answer: its batches are applied
+	// (and, on a durable target, synced) only now, in order.
+	finish := func() (done bool, err error) {
+		f := inflight[0]
+		inflight = inflight[1:]
+		err = f.wait()
+		f.free()
+		if err != nil {
+			return false, classify("import snapshot batch", err)
+		}
+		if f.resp.GetWaitsForPrevious() {
+			window = maxRelayInFlight
+		}
+		t.lastChange = max(t.lastChange, f.snapshotSeq)
+		t.account(res, f.bytes, f.keys)
+		return f.done, nil
+	}
+	sentDone := false
 	for {
+		if sentDone || len(inflight) == window {
+			done, err := finish()
+			if err != nil || done {
+				return err
+			}
+			continue
+		}
 		b := carry
 		carry = nil
-		if b == nil {
+		if b == nil && len(inflight) == 0 {
 			var ok bool
 			if b, ok = <-batches; !ok {
 				return recvErr
 			}
 		}
-		pending = append(pending[:0], b)
+		for b == nil {
+			var ok bool
+			select {
+			case b, ok = <-batches:
+				if !ok {
+					return recvErr
+				}
+			case <-inflight[0].answered:
+				if done, err := finish(); err != nil || done {
+					return err
+				}
+				if len(inflight) == 0 {
+					if b, ok = <-batches; !ok {
+						return recvErr
+					}
+				}
+			}
+		}
+		pending := []*rawBatch{b}
 		size := b.buf.Len()
 	more:
 		for !b.done {
@@ -373,23 +436,47 @@ func (t *Transfer) relayCopy(ctx context.Context, src, dst grpc.ClientConnInterf
 				break more
 			}
 		}
+		sentDone = b.done
 		t.batchSeq++
-		imp := &relayImport{slot: t.slot(), moveID: t.MoveID, batchSeq: t.batchSeq, batches: pending}
-		if err := dst.Invoke(ctx, slotdv1.Store_Import_FullMethodName, imp, resp, codec); err != nil {
-			return classify("import snapshot batch", err)
+		f := &relaySent{
+			imp:         &relayImport{slot: t.slot(), moveID: t.MoveID, batchSeq: t.batchSeq, batches: pending, afterPrevious: len(inflight) > 0},
+			resp:        new(slotdv1.ImportResponse),
+			answered:    make(chan struct{}),
+			snapshotSeq: b.snapshotSeq, done: b.done,
 		}
-		bytes, keys := 0, 0
 		for _, b := range pending {
-			bytes, keys = bytes+b.bytes, keys+b.keys
-			b.buf.Free()
+			f.bytes, f.keys = f.bytes+b.bytes, f.keys+b.keys
 		}
-		pending = pending[:0]
-		t.lastChange = max(t.lastChange, b.snapshotSeq)
-		t.account(res, bytes, keys)
-		if b.done {
-			return nil
-		}
+		inflight = append(inflight, f)
+		go func() {
+			f.err = dst.Invoke(ctx, slotdv1.Store_Import_FullMethodName, f.imp, f.resp, codec)
+			close(f.answered)
+		}()
 	}
+}
+
+// relaySent is one import on its way to the target.
+type relaySent struct {
+	imp         *relayImport
+	resp        *slotdv1.ImportResponse
+	bytes, keys int
+	snapshotSeq uint64        // of its last batch
+	done        bool          // its last batch ends the snapshot
+	answered    chan struct{} // closed when err and resp are set
+	err         error
+}
+
+func (f *relaySent) wait() error {
+	<-f.answered
+	return f.err
+}
+
+// free releases the import's batches; the call is over.
+func (f *relaySent) free() {
+	for _, b := range f.imp.batches {
+		b.buf.Free()
+	}
+	f.imp.batches = f.imp.batches[:0:0]
 }
 
 // Relay bounds: batches waiting between source and target, and the
@@ -401,4 +488,5 @@ func (t *Transfer) relayCopy(ctx context.Context, src, dst grpc.ClientConnInterf
 const (
 	maxRelayQueue       = 4
 	maxRelayImportBytes = 3 << 20
+	maxRelayInFlight    = 2
 )

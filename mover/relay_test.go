@@ -1,16 +1,25 @@
 package mover
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -46,22 +55,24 @@ func TestRelayImportIsTheDecodedImport(t *testing.T) {
 		extra   []byte
 		slot    uint32
 		seq     uint64
+		after   bool // sent before the previous import's answer
 	}{
-		{"one batch", []*slotdv1.ExportBatch{{Slot: 77, Entries: entries(0, 3), Cursor: []byte{1, 'k'}, SnapshotSeq: 9}}, nil, 77, 1},
-		{"last batch, done", []*slotdv1.ExportBatch{{Slot: 77, Entries: entries(0, 2), Cursor: []byte{1, 'z'}, SnapshotSeq: 9, Done: true}}, nil, 77, 12},
-		{"empty slot", []*slotdv1.ExportBatch{{Slot: 77, Cursor: []byte{1}, Done: true}}, nil, 77, 1},
+		{"one batch", []*slotdv1.ExportBatch{{Slot: 77, Entries: entries(0, 3), Cursor: []byte{1, 'k'}, SnapshotSeq: 9}}, nil, 77, 1, false},
+		{"last batch, done", []*slotdv1.ExportBatch{{Slot: 77, Entries: entries(0, 2), Cursor: []byte{1, 'z'}, SnapshotSeq: 9, Done: true}}, nil, 77, 12, false},
+		{"empty slot", []*slotdv1.ExportBatch{{Slot: 77, Cursor: []byte{1}, Done: true}}, nil, 77, 1, false},
 		{"three merged", []*slotdv1.ExportBatch{
 			{Slot: 77, Entries: entries(0, 2), Cursor: []byte{1, 'a'}, SnapshotSeq: 4},
 			{Slot: 77, Entries: entries(2, 4), Cursor: []byte{1, 'b'}, SnapshotSeq: 4},
 			{Slot: 77, Entries: entries(4, 6), Cursor: []byte{1, 'c'}, SnapshotSeq: 4, Done: true},
-		}, nil, 77, 300},
-		{"unknown field skipped", []*slotdv1.ExportBatch{{Slot: 77, Entries: entries(0, 1), Cursor: []byte{1}}}, unknown, 77, 2},
-		{"slot 0", []*slotdv1.ExportBatch{{Entries: []*slotdv1.Entry{{Key: keysInSlots(map[int]bool{0: true}, 1)[0], Value: []byte("v")}}, Cursor: []byte{1}}}, nil, 0, 1},
+		}, nil, 77, 300, false},
+		{"unknown field skipped", []*slotdv1.ExportBatch{{Slot: 77, Entries: entries(0, 1), Cursor: []byte{1}}}, unknown, 77, 2, false},
+		{"slot 0", []*slotdv1.ExportBatch{{Entries: []*slotdv1.Entry{{Key: keysInSlots(map[int]bool{0: true}, 1)[0], Value: []byte("v")}}, Cursor: []byte{1}}}, nil, 0, 1, false},
+		{"sent ahead", []*slotdv1.ExportBatch{{Slot: 77, Entries: entries(0, 2), Cursor: []byte{1, 'd'}, SnapshotSeq: 3}}, nil, 77, 5, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			imp := &relayImport{slot: tc.slot, moveID: "m-1", batchSeq: tc.seq}
-			want := &slotdv1.SnapshotImport{BatchSeq: tc.seq}
+			imp := &relayImport{slot: tc.slot, moveID: "m-1", batchSeq: tc.seq, afterPrevious: tc.after}
+			want := &slotdv1.SnapshotImport{BatchSeq: tc.seq, AfterPrevious: tc.after}
 			wantBytes, wantKeys := 0, 0
 			for _, b := range tc.batches {
 				raw := rawOf(t, b, tc.extra)
@@ -135,4 +146,116 @@ func mustMarshal(t *testing.T, m proto.Message) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// importRecorder is a target's Store client that notes the batch number
+// of every snapshot import and whether it was sent ahead of its
+// predecessor's answer. As an old target (the version before
+// after_previous) it never says waits_for_previous and refuses a batch
+// sent ahead. As a new one it holds batch 2 until batch 3 has arrived, so
+// that batch 3 can only have been sent ahead.
+type importRecorder struct {
+	slotdv1.StoreClient
+	old   bool
+	third chan struct{} // closed when batch 3 arrives
+	once  sync.Once
+
+	mu    sync.Mutex
+	ahead []uint64 // batch numbers sent with after_previous
+	held  bool     // batch 2 was released by batch 3's arrival
+}
+
+func (r *importRecorder) Import(ctx context.Context, in *slotdv1.ImportRequest, opts ...grpc.CallOption) (*slotdv1.ImportResponse, error) {
+	if sn := in.GetSnapshot(); sn != nil {
+		r.mu.Lock()
+		if sn.GetAfterPrevious() {
+			r.ahead = append(r.ahead, sn.GetBatchSeq())
+		}
+		r.mu.Unlock()
+		switch {
+		case r.old && sn.GetAfterPrevious():
+			return nil, status.Error(codes.FailedPrecondition, "an old target refuses a gap")
+		case !r.old && sn.GetBatchSeq() == 3:
+			r.once.Do(func() { close(r.third) })
+		case !r.old && sn.GetBatchSeq() == 2:
+			select {
+			case <-r.third:
+				r.mu.Lock()
+				r.held = true
+				r.mu.Unlock()
+			case <-time.After(30 * time.Second): // fails below
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
+	resp, err := r.StoreClient.Import(ctx, in, opts...)
+	if r.old && resp != nil {
+		resp.WaitsForPrevious = false
+	}
+	return resp, err
+}
+
+// TestRelayPipelinesOnlyWhenTargetWaits: once the target has said it
+// lets a batch sent ahead wait for its predecessor, the relay keeps two
+// imports in flight (batch 3 is sent while batch 2 is unanswered) and the
+// copy is still complete and in order (the transfer's checksums agree
+// after the drain); a target that never said so gets one import at a
+// time, as before the flag.
+func TestRelayPipelinesOnlyWhenTargetWaits(t *testing.T) {
+	c := newCluster(t, 2)
+	c.addNode("n3")
+	for i, old := range []bool{false, true} {
+		name := "new target"
+		if old {
+			name = "old target"
+		}
+		t.Run(name, func(t *testing.T) {
+			snap, err := c.dir.Snapshot(c.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slot := slots.MustNew(0)
+			for s := 100 + i*300; s < slots.Count; s++ {
+				if snap.Owner(slots.MustNew(s)) == "n1" {
+					slot = slots.MustNew(s)
+					break
+				}
+			}
+			keys := keysInSlots(map[int]bool{slot.Int(): true}, 2000)
+			for _, k := range keys {
+				if err := c.put(c.ctx, k, bytes.Repeat([]byte("v"), 256)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			srcReal, _ := c.pool.Client(c.nodes["n1"].addr)
+			dstReal, _ := c.pool.Client(c.nodes["n3"].addr)
+			rec := &importRecorder{StoreClient: dstReal, old: old, third: make(chan struct{})}
+			srcC := storeAt(t, c, serveLies(t, &lyingStore{StoreClient: srcReal}))
+			dstC := storeAt(t, c, serveLies(t, &lyingStore{StoreClient: rec}))
+			mv, err := c.dir.BeginMove(c.ctx, directory.MoveSpec{Slot: slot, From: "n1", To: "n3", MoveID: fmt.Sprintf("pipelined-%d", i), By: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := &Transfer{
+				Slot: slot, MoveID: mv.MoveID, Source: srcC, Target: dstC, MaxBatchBytes: 8 << 10,
+				Journal: &failJournal{dir: c.dir, mv: mv}, Verify: true, Fresh: true,
+			}
+			res, err := tr.Run(c.ctx, StepCopy)
+			if err != nil {
+				t.Fatalf("transfer: %v", err)
+			}
+			if res.Keys != int64(len(keys)) {
+				t.Errorf("copied %d keys, want %d", res.Keys, len(keys))
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			switch {
+			case old && len(rec.ahead) > 0:
+				t.Errorf("batches %v sent ahead to a target that never said it waits", rec.ahead)
+			case !old && (!rec.held || !slices.Contains(rec.ahead, 3)):
+				t.Errorf("batch 3 not sent while batch 2 was unanswered (sent ahead: %v)", rec.ahead)
+			}
+		})
+	}
 }

@@ -699,7 +699,14 @@ type SnapshotImport struct {
 	Cursor      []byte `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	SnapshotSeq uint64 `protobuf:"varint,4,opt,name=snapshot_seq,json=snapshotSeq,proto3" json:"snapshot_seq,omitempty"`
 	// The source's done flag: the snapshot is complete.
-	Done          bool `protobuf:"varint,5,opt,name=done,proto3" json:"done,omitempty"`
+	Done bool `protobuf:"varint,5,opt,name=done,proto3" json:"done,omitempty"`
+	// Set by a mover that sent this batch before the previous one was
+	// acknowledged (only to a target whose ImportResponse said
+	// waits_for_previous). While the previous batch is not applied yet
+	// (batch_seq is one past the next expected), the target waits for it
+	// instead of refusing the gap; a target that does not know the field
+	// refuses it, which is why the mover asks first.
+	AfterPrevious bool `protobuf:"varint,6,opt,name=after_previous,json=afterPrevious,proto3" json:"after_previous,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -765,6 +772,13 @@ func (x *SnapshotImport) GetSnapshotSeq() uint64 {
 func (x *SnapshotImport) GetDone() bool {
 	if x != nil {
 		return x.Done
+	}
+	return false
+}
+
+func (x *SnapshotImport) GetAfterPrevious() bool {
+	if x != nil {
+		return x.AfterPrevious
 	}
 	return false
 }
@@ -918,9 +932,12 @@ type ImportResponse struct {
 	LastBatchSeq  uint64                 `protobuf:"varint,1,opt,name=last_batch_seq,json=lastBatchSeq,proto3" json:"last_batch_seq,omitempty"`
 	LastChangeSeq uint64                 `protobuf:"varint,2,opt,name=last_change_seq,json=lastChangeSeq,proto3" json:"last_change_seq,omitempty"`
 	// True when the whole batch had been applied before.
-	Duplicate     bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Duplicate bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// The target honours SnapshotImport.after_previous: the mover may send
+	// the next snapshot batch before this one's answer.
+	WaitsForPrevious bool `protobuf:"varint,4,opt,name=waits_for_previous,json=waitsForPrevious,proto3" json:"waits_for_previous,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ImportResponse) Reset() {
@@ -970,6 +987,13 @@ func (x *ImportResponse) GetLastChangeSeq() uint64 {
 func (x *ImportResponse) GetDuplicate() bool {
 	if x != nil {
 		return x.Duplicate
+	}
+	return false
+}
+
+func (x *ImportResponse) GetWaitsForPrevious() bool {
+	if x != nil {
+		return x.WaitsForPrevious
 	}
 	return false
 }
@@ -1782,13 +1806,14 @@ const file_slotdv1_store_proto_rawDesc = "" +
 	"\x11EndCaptureRequest\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x17\n" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\"\x14\n" +
-	"\x12EndCaptureResponse\"\xa7\x01\n" +
+	"\x12EndCaptureResponse\"\xce\x01\n" +
 	"\x0eSnapshotImport\x12\x1b\n" +
 	"\tbatch_seq\x18\x01 \x01(\x04R\bbatchSeq\x12)\n" +
 	"\aentries\x18\x02 \x03(\v2\x0f.slotd.v1.EntryR\aentries\x12\x16\n" +
 	"\x06cursor\x18\x03 \x01(\fR\x06cursor\x12!\n" +
 	"\fsnapshot_seq\x18\x04 \x01(\x04R\vsnapshotSeq\x12\x12\n" +
-	"\x04done\x18\x05 \x01(\bR\x04done\":\n" +
+	"\x04done\x18\x05 \x01(\bR\x04done\x12%\n" +
+	"\x0eafter_previous\x18\x06 \x01(\bR\rafterPrevious\":\n" +
 	"\fChangeImport\x12*\n" +
 	"\achanges\x18\x01 \x03(\v2\x10.slotd.v1.ChangeR\achanges\"\xb1\x01\n" +
 	"\rImportRequest\x12\x12\n" +
@@ -1796,11 +1821,12 @@ const file_slotdv1_store_proto_rawDesc = "" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\x126\n" +
 	"\bsnapshot\x18\x03 \x01(\v2\x18.slotd.v1.SnapshotImportH\x00R\bsnapshot\x122\n" +
 	"\achanges\x18\x04 \x01(\v2\x16.slotd.v1.ChangeImportH\x00R\achangesB\a\n" +
-	"\x05batch\"|\n" +
+	"\x05batch\"\xaa\x01\n" +
 	"\x0eImportResponse\x12$\n" +
 	"\x0elast_batch_seq\x18\x01 \x01(\x04R\flastBatchSeq\x12&\n" +
 	"\x0flast_change_seq\x18\x02 \x01(\x04R\rlastChangeSeq\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"B\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12,\n" +
+	"\x12waits_for_previous\x18\x04 \x01(\bR\x10waitsForPrevious\"B\n" +
 	"\x13ImportStatusRequest\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x17\n" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\"\xc4\x01\n" +

@@ -27,6 +27,11 @@ type SnapshotBatch struct {
 	Cursor      []byte
 	SnapshotSeq uint64
 	Done        bool
+	// AfterPrevious says the mover sent this batch before the previous
+	// one was acknowledged: while the previous is not applied yet (its
+	// BatchSeq is the next expected), this one waits for it instead of
+	// failing with ErrImportOrder.
+	AfterPrevious bool
 }
 
 // importState returns the slot's import state for moveID, starting a fresh
@@ -46,10 +51,28 @@ func (n *Node) importState(s slots.Slot, moveID string) *ImportState {
 // slotMu[s], as every writer does; readers that hold only impMu
 // (ImportStatus, reconciliation, Drop) read the state under it, so the
 // write takes it too.
-func (n *Node) setImport(cur *ImportState, next ImportState) {
+func (n *Node) setImport(s slots.Slot, cur *ImportState, next ImportState) {
 	n.impMu.Lock()
 	*cur = next
+	if ch := n.importWake[s]; ch != nil {
+		close(ch)
+		delete(n.importWake, s)
+	}
 	n.impMu.Unlock()
+}
+
+// importChanged returns a channel closed at slot s's next import state
+// change. The caller holds slotMu[s], so no change is missed between its
+// look at the state and the wait.
+func (n *Node) importChanged(s slots.Slot) <-chan struct{} {
+	n.impMu.Lock()
+	defer n.impMu.Unlock()
+	ch := n.importWake[s]
+	if ch == nil {
+		ch = make(chan struct{})
+		n.importWake[s] = ch
+	}
+	return ch
 }
 
 // saveImport records how far an import got, after the store applied the
@@ -126,6 +149,8 @@ func (n *Node) clearSlot(ctx context.Context, s slots.Slot) error {
 // a snapshot batch after changes were applied, is ErrImportOrder. It refuses
 // a slot this node owns (ErrOwned): overwriting live data would lose writes.
 func (n *Node) ImportSnapshot(ctx context.Context, s slots.Slot, moveID string, b SnapshotBatch) (st ImportState, duplicate bool, err error) {
+	defer func() {
+	}()
 	err = n.checkImport(s, func(yield func([]byte) bool) {
 		for _, e := range b.Entries {
 			if !yield(e.Key) {
@@ -140,6 +165,21 @@ func (n *Node) ImportSnapshot(ctx context.Context, s slots.Slot, moveID string, 
 	mu.Lock()
 	defer mu.Unlock()
 	cur := n.importState(s, moveID)
+	// A batch sent while its predecessor is still on its way or being
+	// applied waits for it: the mover keeps two imports in flight, so
+	// that this one's transfer and decoding overlap the other's commit.
+	for b.AfterPrevious && b.BatchSeq == cur.LastBatchSeq+2 && cur.LastChangeSeq == 0 {
+		wake := n.importChanged(s)
+		mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			mu.Lock()
+			return *cur, false, fmt.Errorf("node: import batch %d of slot %d waiting for batch %d: %w", b.BatchSeq, s.Int(), b.BatchSeq-1, ctx.Err())
+		}
+		mu.Lock()
+		cur = n.importState(s, moveID)
+	}
 	if n.Dropping(s) {
 		if cur.LastBatchSeq != 0 {
 			// Dropped under a running import: the mover aborted it.
@@ -196,7 +236,7 @@ func (n *Node) ImportSnapshot(ctx context.Context, s slots.Slot, moveID string, 
 	if err := n.saveImport(s, &next); err != nil {
 		return *cur, false, err
 	}
-	n.setImport(cur, next)
+	n.setImport(s, cur, next)
 	n.m.importBytes.Add(float64(size))
 	return next, false, nil
 }
@@ -252,7 +292,7 @@ func (n *Node) ImportChanges(ctx context.Context, s slots.Slot, moveID string, c
 	if err := n.saveImport(s, &next); err != nil {
 		return *cur, false, err
 	}
-	n.setImport(cur, next)
+	n.setImport(s, cur, next)
 	n.m.importBytes.Add(float64(size))
 	return next, false, nil
 }

@@ -148,8 +148,12 @@ type Node struct {
 	capMu    sync.Mutex // guards captures
 	captures map[slots.Slot]*capture
 
-	impMu   sync.Mutex // guards imports; each state also under its slotMu
+	impMu   sync.Mutex // guards imports and importWake; each state also under its slotMu
 	imports map[slots.Slot]*ImportState
+	// importWake holds, per slot, a channel closed at the slot's next
+	// import state change: a batch sent ahead of its predecessor waits on
+	// it (ImportSnapshot, SnapshotBatch.AfterPrevious).
+	importWake map[slots.Slot]chan struct{}
 
 	dropMu   sync.Mutex           // guards dropping
 	dropping map[slots.Slot]int64 // slot -> delete rate in bytes/s
@@ -201,18 +205,19 @@ func New(cfg Config) (*Node, error) {
 	}
 	fences, imports, drops := st.fences, st.imports, st.drops
 	n := &Node{
-		cfg:      cfg,
-		store:    cfg.Store,
-		lg:       cfg.Logger.With("node", cfg.ID),
-		m:        newMetrics(cfg.Registerer),
-		throttle: NewThrottle(cfg.ExportBytesPerSecond, cfg.Clock),
-		fences:   fences,
-		captures: caps,
-		imports:  imports,
-		dropping: drops,
-		state:    st.log,
-		dropWake: make(chan struct{}, 1),
-		findings: map[findingKey]*finding{},
+		cfg:        cfg,
+		store:      cfg.Store,
+		lg:         cfg.Logger.With("node", cfg.ID),
+		m:          newMetrics(cfg.Registerer),
+		throttle:   NewThrottle(cfg.ExportBytesPerSecond, cfg.Clock),
+		fences:     fences,
+		captures:   caps,
+		imports:    imports,
+		importWake: map[slots.Slot]chan struct{}{},
+		dropping:   drops,
+		state:      st.log,
+		dropWake:   make(chan struct{}, 1),
+		findings:   map[findingKey]*finding{},
 	}
 	for s := range fences {
 		n.fenced[s.Int()].Store(true)

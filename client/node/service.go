@@ -154,6 +154,7 @@ func (x *storeServer) Import(ctx context.Context, req *slotdv1.ImportRequest) (*
 		sb := SnapshotBatch{
 			BatchSeq: b.Snapshot.GetBatchSeq(), Cursor: b.Snapshot.GetCursor(),
 			SnapshotSeq: b.Snapshot.GetSnapshotSeq(), Done: b.Snapshot.GetDone(),
+			AfterPrevious: b.Snapshot.GetAfterPrevious(),
 		}
 		sb.Entries = make([]Entry, len(b.Snapshot.GetEntries()))
 		for i, e := range b.Snapshot.GetEntries() {
@@ -180,7 +181,7 @@ func (x *storeServer) Import(ctx context.Context, req *slotdv1.ImportRequest) (*
 	if err != nil {
 		return nil, StatusError(err)
 	}
-	return &slotdv1.ImportResponse{LastBatchSeq: st.LastBatchSeq, LastChangeSeq: st.LastChangeSeq, Duplicate: dup}, nil
+	return &slotdv1.ImportResponse{LastBatchSeq: st.LastBatchSeq, LastChangeSeq: st.LastChangeSeq, Duplicate: dup, WaitsForPrevious: true}, nil
 }
 
 func (x *storeServer) ImportStatus(ctx context.Context, req *slotdv1.ImportStatusRequest) (*slotdv1.ImportStatusResponse, error) {
