@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/auth"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -216,8 +217,33 @@ func entryKey(e []byte) (key []byte, size int, err error) {
 // Entry like ExportBatch's, so each batch's entries bytes are forwarded
 // as they are.
 func (r *relayImport) encode() mem.BufferSlice {
+	head, trailer := r.frame()
+	out := make(mem.BufferSlice, 0, len(r.batches)+2)
+	out = append(out, mem.SliceBuffer(head))
+	for _, b := range r.batches {
+		if b.entries[1] > b.entries[0] {
+			// A view holds its own reference: gRPC frees it once sent.
+			out = append(out, b.buf.Slice(b.entries[0], b.entries[1]))
+		}
+	}
+	return append(out, mem.SliceBuffer(trailer))
+}
+
+// encodedLen is the length of the ImportRequest encode sends: what the
+// target's receive limit is checked against.
+func (r *relayImport) encodedLen() int {
+	head, trailer := r.frame()
+	n := len(head) + len(trailer)
+	for _, b := range r.batches {
+		n += b.entries[1] - b.entries[0]
+	}
+	return n
+}
+
+// frame returns the bytes encode puts before and after the batches'
+// entries.
+func (r *relayImport) frame() (head, trailer []byte) {
 	last := r.batches[len(r.batches)-1]
-	var trailer []byte
 	if len(last.cursor) > 0 {
 		trailer = protowire.AppendTag(trailer, 3, protowire.BytesType)
 		trailer = protowire.AppendBytes(trailer, last.cursor)
@@ -240,7 +266,6 @@ func (r *relayImport) encode() mem.BufferSlice {
 	for _, b := range r.batches {
 		body += b.entries[1] - b.entries[0]
 	}
-	var head []byte
 	if r.slot != 0 {
 		head = protowire.AppendTag(head, 1, protowire.VarintType)
 		head = protowire.AppendVarint(head, uint64(r.slot))
@@ -251,15 +276,7 @@ func (r *relayImport) encode() mem.BufferSlice {
 	}
 	head = protowire.AppendTag(head, 3, protowire.BytesType)
 	head = protowire.AppendVarint(head, uint64(body))
-	out := make(mem.BufferSlice, 0, len(r.batches)+2)
-	out = append(out, mem.SliceBuffer(head))
-	for _, b := range r.batches {
-		if b.entries[1] > b.entries[0] {
-			// A view holds its own reference: gRPC frees it once sent.
-			out = append(out, b.buf.Slice(b.entries[0], b.entries[1]))
-		}
-	}
-	return append(out, mem.SliceBuffer(trailer))
+	return head, trailer
 }
 
 // relayCopy is copy over the relay: the export stream is received raw on
@@ -416,8 +433,8 @@ func (t *Transfer) relayCopy(ctx context.Context, src, dst grpc.ClientConnInterf
 				}
 			}
 		}
-		pending := []*rawBatch{b}
-		size := b.buf.Len()
+		t.batchSeq++
+		imp := &relayImport{slot: t.slot(), moveID: t.MoveID, batchSeq: t.batchSeq, batches: []*rawBatch{b}, afterPrevious: len(inflight) > 0}
 	more:
 		for !b.done {
 			select {
@@ -425,21 +442,20 @@ func (t *Transfer) relayCopy(ctx context.Context, src, dst grpc.ClientConnInterf
 				if !ok {
 					break more
 				}
-				if size+next.buf.Len() > mergeLimit {
+				if imp.batches = append(imp.batches, next); imp.encodedLen() > mergeLimit {
+					imp.batches = imp.batches[:len(imp.batches)-1]
 					carry = next
 					break more
 				}
 				b = next
-				pending = append(pending, b)
-				size += b.buf.Len()
 			default:
 				break more
 			}
 		}
 		sentDone = b.done
-		t.batchSeq++
+		pending := imp.batches
 		f := &relaySent{
-			imp:         &relayImport{slot: t.slot(), moveID: t.MoveID, batchSeq: t.batchSeq, batches: pending, afterPrevious: len(inflight) > 0},
+			imp:         imp,
 			resp:        new(slotdv1.ImportResponse),
 			answered:    make(chan struct{}),
 			snapshotSeq: b.snapshotSeq, done: b.done,
@@ -479,14 +495,17 @@ func (f *relaySent) free() {
 	f.imp.batches = f.imp.batches[:0:0]
 }
 
-// Relay bounds: batches waiting between source and target, and the
-// encoded size that waiting batches are merged up to. A single batch goes
-// alone whatever its size (the source keeps it under 2 MiB and one
-// entry); merged ones stay under 3 MiB, inside the target's default
+// Relay bounds: batches waiting between source and target, the encoded
+// size that waiting batches are merged up to, and the imports in flight.
+// A single batch goes alone whatever its size (the source keeps it under
+// 2 MiB and one entry); a merged import is at most the target's default
 // 4 MiB receive limit (auth.DefaultMaxRecvMsgSize), which targets of
-// every version have.
+// every version have, counted exactly as encoded (encodedLen). Three of
+// the source's 1 MiB batches fit: with the earlier bound of 3 MiB on the
+// sum of the batches received, two did, and a durable copy of 20 MB made
+// 10 commits where it now makes 8.
 const (
 	maxRelayQueue       = 4
-	maxRelayImportBytes = 3 << 20
+	maxRelayImportBytes = auth.DefaultMaxRecvMsgSize
 	maxRelayInFlight    = 2
 )

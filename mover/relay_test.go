@@ -89,6 +89,9 @@ func TestRelayImportIsTheDecodedImport(t *testing.T) {
 				}
 			}
 			out := imp.encode()
+			if n := imp.encodedLen(); n != out.Len() {
+				t.Errorf("encodedLen %d, encoded %d bytes", n, out.Len())
+			}
 			got := &slotdv1.ImportRequest{}
 			if err := proto.Unmarshal(out.Materialize(), got); err != nil {
 				t.Fatal(err)
