@@ -92,3 +92,58 @@ func TestSlotSizesOnePass(t *testing.T) {
 		t.Fatalf("%d keys in all, want 500", total)
 	}
 }
+
+// TestDeleteSlot: DeleteSlot deletes up to maxKeys of the slot's keys,
+// no other slot's, and says done once the slot is empty; asked about a
+// slot that holds nothing (before every move's first import batch) it
+// writes nothing, where a write transaction would still commit and, on a
+// durable engine, sync.
+func TestDeleteSlot(t *testing.T) {
+	ctx := context.Background()
+	e, err := OpenEngine(filepath.Join(t.TempDir(), "slotkv.db"), EngineOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	s, other := slots.ForString("{del}"), slots.ForString("{keep}")
+	for i := range 5 {
+		for _, tag := range []string{"{del}", "{keep}"} {
+			k := fmt.Appendf(nil, "%s:%d", tag, i)
+			if err := e.Apply(ctx, slots.ForKey(k), []node.Mutation{{Key: k, Value: EncodeValue(1, []byte("v"))}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	steps := []struct {
+		name     string
+		maxKeys  int
+		wantDone bool
+		wantKeys int64 // left in s
+		writes   bool  // the call commits a write transaction
+	}{
+		{"some of the keys", 3, false, 2, true},
+		{"the rest", 3, true, 0, true},
+		{"an empty slot", 3, true, 0, false},
+	}
+	for _, st := range steps {
+		before := e.db.Stats()
+		done, err := e.DeleteSlot(ctx, s, st.maxKeys)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		keys, _, err := e.SlotSize(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done != st.wantDone || keys != st.wantKeys {
+			t.Errorf("%s: done %v with %d keys left, want %v with %d", st.name, done, keys, st.wantDone, st.wantKeys)
+		}
+		after := e.db.Stats()
+		if wrote := after.TxStats.GetWrite() > before.TxStats.GetWrite(); wrote != st.writes {
+			t.Errorf("%s: wrote pages %v, want %v", st.name, wrote, st.writes)
+		}
+	}
+	if keys, _, err := e.SlotSize(ctx, other); err != nil || keys != 5 {
+		t.Fatalf("other slot holds %d keys (%v), want all 5", keys, err)
+	}
+}
