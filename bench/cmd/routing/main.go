@@ -360,6 +360,15 @@ type item6Loops struct{ floor, ours loop }
 
 // makeLoops returns the floor and Route as loops (see loop) over keys
 // (numKeys of them): the same shape, the same keys.
+//
+// Not inlined, so that the loops are compiled as closures of their own
+// with Route's callees inlined as an application's loop has them: inlined
+// into setup and main, the copies of the closures were not analysed for
+// inlining again (golang/go#81380) and called Route.Owner out of line on
+// every lookup, a cost of the bench's layout that no application pays
+// (Route/floor 1.31-1.48 -> 1.25-1.39 at 10 nodes, notes/sdkmap.md).
+//
+//go:noinline
 func makeLoops(c *client.Client, keys [][]byte) item6Loops {
 	const mask = numKeys - 1
 	return item6Loops{
