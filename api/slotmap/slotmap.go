@@ -92,8 +92,7 @@ type Map struct {
 	// slot has an owner, though nodes may already be registered.
 	assigned bool
 	// nodes[owners.get(s)] owns slot s when assigned.
-	nodes  []Node
-	owners ownerTable
+	nodes []Node
 	// nodeIDs and nodeAddrs are the ids and addresses of nodes, index for
 	// index: what Route reads. seal makes them before a map is returned;
 	// sealedFor is the node table they were made from, so that derived
@@ -104,6 +103,9 @@ type Map struct {
 	// patches are slots set by a redirect newer than version; they survive
 	// updates older than their own version (see WithOwner).
 	patches []patch
+	// owners is last: its table of recent changes holds no pointers, and
+	// the collector scans a Map only up to its last pointer.
+	owners ownerTable
 }
 
 type patch struct {
@@ -129,6 +131,7 @@ func New(s Snapshot) (*Map, error) {
 	// run, not per slot, of the 16,384 (slotd builds a map per version).
 	var prev string
 	var n uint16
+	t := m.owners.own()
 	for i, id := range s.Owners {
 		if i == 0 || id != prev {
 			var ok bool
@@ -137,7 +140,7 @@ func New(s Snapshot) (*Map, error) {
 			}
 			prev = id
 		}
-		m.owners.set(i, n)
+		t[i] = n
 	}
 	if err := m.setMigrations(s.Migrations); err != nil {
 		return nil, err
@@ -215,9 +218,7 @@ func (m *Map) RouteSlot(s slots.Slot) Route {
 	if !m.assigned {
 		return Route{Slot: s, Version: m.version}
 	}
-	// The mask lets the compiler drop the bounds checks: a Slot is < Count.
-	i := int(s.Uint16() & (slots.Count - 1))
-	return Route{Slot: s, Version: m.version, m: m, idx: m.owners.t[i]}
+	return Route{Slot: s, Version: m.version, m: m, idx: m.owners.at(uint(s.Uint16()))}
 }
 
 // OwnerID returns the id of slot s's owner, "" on an empty map.
@@ -332,7 +333,7 @@ func (c *Map) nodeFor(owner, addr string) uint16 {
 // clone copies everything a derived map may change.
 func (m *Map) clone() *Map {
 	c := *m
-	c.owners.mine = false // the owner array is shared until set copies it
+	c.owners.mine = false // the owner array is shared; set records changes in recent
 	// The node table is shared too; the full slice expression makes any
 	// append reallocate, and in-place writers clone it first.
 	c.nodes = m.nodes[:len(m.nodes):len(m.nodes)]
@@ -386,8 +387,9 @@ func (m *Map) compact() *Map {
 		return m
 	}
 	m.nodes = kept
-	for s := range slots.Count {
-		m.owners.set(s, remap[m.owners.get(s)])
+	t := m.owners.own()
+	for s, o := range t {
+		t[s] = remap[o]
 	}
 	return m
 }
@@ -431,33 +433,117 @@ func isPlaceholder(id string) bool {
 	return len(id) > len(placeholderPrefix) && id[:len(placeholderPrefix)] == placeholderPrefix
 }
 
-// ownerTable holds the owner index of every slot: one flat array, so that
-// Route's load of a slot's owner depends on the hash alone. (A table split
-// into chunks shared copy-on-write between versions copied less per delta,
-// but its chunk pointer was a second load waiting on the hash: 1.5-2 ns of
-// a 15 ns Route, BenchmarkRoute/bytes16-cycled-owner.) A derived map shares
-// the array until its first set copies it (32 KiB). Once a map is published
-// its table is never written; set is only called on a map being built.
+// ownerTable holds the owner index of every slot: a flat array t, shared
+// between maps derived from one another, and a small table of the slots a
+// derived map changed over t (recentSlot, recentOwner), held in the Map
+// itself. A delta that moves a few slots copies the Map (1 KiB of recent
+// changes with it) instead of the 32 KiB array: with a thousand watchers
+// in one process, copying the array per watcher per commit was 78% of all
+// bytes allocated and what made the collections (notes/propagate.md). The
+// array is copied, the recent changes folded into it, only when a change
+// finds its place (s%recentLen) taken by another slot, or when a writer
+// sets every slot (own).
+//
+// Route reads t[s] and recentSlot[s%recentLen] side by side (both
+// addresses depend on the slot alone; the Map's fields load while the hash
+// is computed) and takes recentOwner only when the slot is there: a branch
+// that is almost never taken, so the owner waits on one load after the
+// hash, as with the flat array alone. (A table split into chunks behind
+// pointers waits on two loads in a row, and a conditional move on the
+// compare: both cost Route more, notes/sdkmap.md.)
+//
+// Once a map is published its table is never written; set is only called
+// on a map being built.
 type ownerTable struct {
 	t *[slots.Count]uint16
 	// mine is true when t belongs to this table alone and may be written
-	// in place.
+	// in place; every recent entry is then free.
 	mine bool
+	// n is how many recent entries are in use.
+	n int
+	// recentOwner[k] is slot recentSlot[k]'s owner, overriding t, for the
+	// one slot s with s%recentLen == k that a derived map changed; a free
+	// entry's slot is free, which is no slot. Every table with an array has
+	// its entries set (own); a table without one has no owners.
+	recentSlot, recentOwner [recentLen]uint16
 }
 
-func (t *ownerTable) get(s int) uint16 { return t.t[s&(slots.Count-1)] }
+const (
+	recentLen = 256
+	free      = 0xffff
+)
+
+// at returns the owner of slot s. Neither index is bounds-checked and it
+// inlines into RouteSlot.
+func (t *ownerTable) at(s uint) uint16 {
+	s &= slots.Count - 1
+	o := t.t[s]
+	if k := s % recentLen; t.recentSlot[k] == uint16(s) {
+		o = t.recentOwner[k]
+	}
+	return o
+}
+
+func (t *ownerTable) get(s int) uint16 { return t.at(uint(s)) }
 
 func (t *ownerTable) set(s int, o uint16) {
-	if !t.mine {
-		if t.t != nil {
-			// A clone is not zeroed first (new would be): every watcher
-			// copies its table per committed move, and with many watchers
-			// in one process that memory traffic is much of the cost.
-			t.t = (*[slots.Count]uint16)(slices.Clone(t.t[:]))
-		} else {
-			t.t = new([slots.Count]uint16)
-		}
-		t.mine = true
+	if t.mine {
+		t.t[s] = o
+		return
 	}
-	t.t[s] = o
+	if t.t == nil {
+		t.own()[s] = o
+		return
+	}
+	k := s % recentLen
+	switch rs := t.recentSlot[k]; {
+	case rs != free && rs != uint16(s):
+		t.own()[s] = o // another slot holds the place
+	case t.t[s] == o:
+		if rs != free {
+			t.recentSlot[k], t.recentOwner[k] = free, 0
+			t.n--
+		}
+	default:
+		if rs == free {
+			t.n++
+		}
+		t.recentSlot[k], t.recentOwner[k] = uint16(s), o
+	}
+}
+
+// own gives t an array of its own with the recent changes folded into it
+// (zero if it had none) and returns it: for a map being built that is
+// about to set slots in place.
+func (t *ownerTable) own() *[slots.Count]uint16 {
+	if t.mine {
+		return t.t
+	}
+	var flat *[slots.Count]uint16
+	if t.t != nil {
+		// A clone is not zeroed first (new would be).
+		flat = (*[slots.Count]uint16)(slices.Clone(t.t[:]))
+		for k, rs := range t.recentSlot {
+			if rs != free {
+				flat[rs&(slots.Count-1)] = t.recentOwner[k]
+			}
+		}
+	} else {
+		flat = new([slots.Count]uint16)
+	}
+	for k := range t.recentSlot {
+		t.recentSlot[k], t.recentOwner[k] = free, 0
+	}
+	t.t, t.mine, t.n = flat, true, 0
+	return flat
+}
+
+// flat returns every slot's owner in one array: t itself when no recent
+// entry is in use (do not write it), else a copy with them folded in.
+func (t *ownerTable) flat() *[slots.Count]uint16 {
+	if t.n == 0 {
+		return t.t
+	}
+	c := *t
+	return c.own()
 }

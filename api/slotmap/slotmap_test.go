@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/slotd/slotd/api/slotdv1"
@@ -581,5 +582,134 @@ func BenchmarkApplyOneSlotCold(b *testing.B) {
 			b.Fatal(err)
 		}
 		i++
+	}
+}
+
+// moveSeqs are sequences of one-slot moves, each the slot and the index of
+// its new owner in testNodes(5): what TestMovesOverSharedTable and
+// BenchmarkApplyMoves apply one delta at a time.
+var moveSeqs = []struct {
+	name  string
+	moves func() [][2]int
+}{
+	// 300 slots in a row: the first 256 each take their own recent entry,
+	// then slot 1256 finds 1000's taken and the table is copied.
+	{"sequential", func() [][2]int {
+		var mv [][2]int
+		for i := range 300 {
+			mv = append(mv, [2]int{1000 + i, i % 5})
+		}
+		return mv
+	}},
+	// One slot away and back to its first owner (the recent entry is freed
+	// again), and slots that share an entry (s, s+256, s+512).
+	{"back and colliding", func() [][2]int {
+		return [][2]int{{5, 0}, {5, 1}, {5, 2}, {5, 3}, {5, 4}, {261, 0}, {261, 1}, {517, 2}, {5, 0}, {16383, 1}, {16383 - 256, 2}}
+	}},
+	{"random", func() [][2]int {
+		r := rand.New(rand.NewPCG(7, 7))
+		var mv [][2]int
+		for range 400 {
+			mv = append(mv, [2]int{r.IntN(slots.Count), r.IntN(5)})
+		}
+		return mv
+	}},
+}
+
+// The maps of a chain of deltas share one owner array and keep their own
+// recent changes over it: every map of the chain must keep answering with
+// its own owners (checked against a plain array per version) through
+// RouteSlot, OwnerID, SlotsOf, its wire form and Diff, however the recent
+// entries were taken, freed and folded into a copy along the way.
+func TestMovesOverSharedTable(t *testing.T) {
+	nodes := testNodes(5)
+	for _, seq := range moveSeqs {
+		t.Run(seq.name, func(t *testing.T) {
+			m := testMap(t, 10, nodes, 3)
+			want := make([]string, slots.Count)
+			for s := range want {
+				want[s] = m.OwnerID(slots.MustNew(s))
+			}
+			type version struct {
+				m     *Map
+				owner []string
+			}
+			chain := []version{{m, slices.Clone(want)}}
+			for i, mv := range seq.moves() {
+				s, owner := mv[0], nodes[mv[1]].ID
+				next, err := m.Apply(&slotdv1.MapDelta{FromVersion: m.Version(), Version: m.Version() + 1,
+					Slots: []*slotdv1.SlotOwner{{Slot: uint32(s), Owner: owner}}})
+				if err != nil {
+					t.Fatalf("move %d: %v", i, err)
+				}
+				want[s] = owner
+				chain = append(chain, version{next, slices.Clone(want)})
+				m = next
+			}
+			for i, v := range chain {
+				for s, id := range v.owner {
+					sl := slots.MustNew(s)
+					if got := v.m.RouteSlot(sl).Owner(); got != id || v.m.OwnerID(sl) != id {
+						t.Fatalf("version %d slot %d: RouteSlot %q, OwnerID %q, want %q", i, s, got, v.m.OwnerID(sl), id)
+					}
+				}
+				if set := v.m.SlotsOf(nodes[2].ID); set.Count() != countOf(v.owner, nodes[2].ID) {
+					t.Fatalf("version %d: SlotsOf %d slots, want %d", i, set.Count(), countOf(v.owner, nodes[2].ID))
+				}
+				back, err := FromProto(v.m.Proto())
+				if err != nil || !back.Equal(v.m) {
+					t.Fatalf("version %d: wire round trip: %v", i, err)
+				}
+				if i > 0 {
+					prev := chain[i-1].m
+					fresh := withOwners(t, prev, prev.Version(), nodes, nil) // prev with a table of its own
+					if got, err := fresh.Apply(Diff(prev, v.m)); err != nil || !got.Equal(v.m) {
+						t.Fatalf("version %d: Apply(Diff(previous, this)) differs: %v", i, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func countOf(owners []string, id string) int {
+	n := 0
+	for _, o := range owners {
+		if o == id {
+			n++
+		}
+	}
+	return n
+}
+
+// BenchmarkApplyMoves applies each sequence of moveSeqs one delta at a
+// time, each to the map the last one made, as a watcher does: B/op is what
+// a watcher allocates per committed move (the recent changes copied with
+// the Map, and the owner array's copies when an entry is taken).
+func BenchmarkApplyMoves(b *testing.B) {
+	nodes := testNodes(5)
+	for _, seq := range moveSeqs {
+		b.Run(seq.name, func(b *testing.B) {
+			base := testMap(b, 10, nodes, 3)
+			var ds []*slotdv1.MapDelta
+			for i, mv := range seq.moves() {
+				v := base.Version() + uint64(i)
+				ds = append(ds, &slotdv1.MapDelta{FromVersion: v, Version: v + 1,
+					Slots: []*slotdv1.SlotOwner{{Slot: uint32(mv[0]), Owner: nodes[mv[1]].ID}}})
+			}
+			b.ReportAllocs()
+			applied := 0
+			for b.Loop() {
+				m := base
+				for _, d := range ds {
+					var err error
+					if m, err = m.Apply(d); err != nil {
+						b.Fatal(err)
+					}
+				}
+				applied += len(ds)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(applied), "ns/move")
+		})
 	}
 }

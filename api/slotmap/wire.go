@@ -34,7 +34,7 @@ func packOwners(owners *ownerTable, b int) []byte {
 	var n, w int   // bits pending, bytes written
 	// Whole 32-bit words at a time: slots.Count*b is a multiple of 32, and
 	// n stays below 32+16 bits, so the accumulator never overflows.
-	for _, o := range owners.t {
+	for _, o := range owners.flat() {
 		acc |= uint64(o) << n
 		n += b
 		if n >= 32 {
@@ -88,7 +88,7 @@ func unpackOwners(owners *ownerTable, in []byte, b, nodes int) error {
 	mask := uint64(1)<<b - 1
 	var acc uint64
 	var n, r int
-	t := new([slots.Count]uint16)
+	t := owners.own()
 	for s := range t {
 		if n < b {
 			acc |= uint64(binary.LittleEndian.Uint32(in[r:])) << n
@@ -103,7 +103,6 @@ func unpackOwners(owners *ownerTable, in []byte, b, nodes int) error {
 		}
 		t[s] = uint16(o)
 	}
-	owners.t, owners.mine = t, true
 	return nil
 }
 
@@ -134,9 +133,13 @@ func Diff(from, to *Map) *slotdv1.MapDelta {
 				xl[i] = -1
 			}
 		}
-		for s := range slots.Count {
-			o := to.owners.get(s)
-			if !from.assigned || xl[from.owners.get(s)] != int(o) {
+		tt := to.owners.flat()
+		var ft *[slots.Count]uint16
+		if from.assigned {
+			ft = from.owners.flat()
+		}
+		for s, o := range tt {
+			if ft == nil || xl[ft[s]] != int(o) {
 				d.Slots = append(d.Slots, &slotdv1.SlotOwner{Slot: uint32(s), Owner: to.nodes[o].ID})
 			}
 		}
@@ -152,7 +155,9 @@ func Diff(from, to *Map) *slotdv1.MapDelta {
 // Slots patched by a redirect newer than d keep their patched owner.
 //
 // Apply is on every watcher's path for every change, so the common delta
-// (a few slots, no node removed) costs one copy of the owner table.
+// (a few slots, no node removed) copies the Map and records the slots in
+// its table of recent changes, not the 32 KiB owner array (see
+// ownerTable).
 func (m *Map) Apply(d *slotdv1.MapDelta) (*Map, error) {
 	if d.GetFromVersion() != m.version {
 		return nil, fmt.Errorf("%w: delta %d->%d, map at %d", ErrGap, d.GetFromVersion(), d.GetVersion(), m.version)
@@ -198,13 +203,14 @@ func (m *Map) Apply(d *slotdv1.MapDelta) (*Map, error) {
 			kept = append(kept, n)
 		}
 		if c.assigned {
-			for s := range slots.Count {
-				if r := remap[c.owners.get(s)]; r >= 0 {
-					c.owners.set(s, uint16(r))
+			t := c.owners.own()
+			for s, o := range t {
+				if r := remap[o]; r >= 0 {
+					t[s] = uint16(r)
 				} else {
 					lost.Add(slots.MustNew(s))
 					nlost++
-					c.owners.set(s, 0)
+					t[s] = 0
 				}
 			}
 		}
