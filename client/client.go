@@ -54,7 +54,9 @@ type Client struct {
 	// cur is the map Route reads without locks, from any number of
 	// goroutines: it has a cache line to itself, so that writes to the
 	// fields around it (ep on failover, mu and lastErr on map updates and
-	// watch failures) never invalidate the line every Route loads.
+	// watch failures) never invalidate the line every Route loads. It is
+	// never nil: noMap until the first map arrives (load it with current
+	// everywhere but Route's fast path).
 	_   [64]byte
 	cur atomic.Pointer[slotmap.Map]
 	_   [64]byte
@@ -99,6 +101,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		retry:     backoff.Backoff{Initial: opts.RetryBackoff, Max: opts.MaxRetryBackoff, Jitter: 0.5},
 		reconnect: backoff.Backoff{Initial: opts.ReconnectBackoff, Max: opts.MaxReconnectBackoff, Jitter: 0.5},
 	}
+	c.cur.Store(noMap)
 	// gRPC's own reconnect backoff (1s base by default) would hold a client
 	// back long after a restarted slotd is up again; use ours.
 	//
@@ -185,7 +188,20 @@ func (c *Client) closeConns() {
 
 // Map returns the current map, or nil before the first one. A Map is
 // immutable; keep using the returned one as long as you like.
-func (c *Client) Map() *slotmap.Map { return c.cur.Load() }
+func (c *Client) Map() *slotmap.Map { return c.current() }
+
+// noMap is what Client.cur holds before the first map: a map without
+// owners, so that Route's one test (does the map have owners?) also covers
+// "no map yet" and Route loads no nil pointer to test.
+var noMap = new(slotmap.Map)
+
+// current returns the current map, nil before the first one.
+func (c *Client) current() *slotmap.Map {
+	if m := c.cur.Load(); m != noMap {
+		return m
+	}
+	return nil
+}
 
 // Route returns the slot of key and its owner from the local map: no RPC,
 // no lock, no allocation, no write to shared memory (any number of
@@ -209,11 +225,18 @@ func (c *Client) Route(key []byte) (slotmap.Route, error) {
 	var h uint64
 	switch n := len(key); {
 	case n == 16:
-		w0, wn := binary.LittleEndian.Uint64(key), binary.LittleEndian.Uint64(key[8:])
-		if !shortkey.BelowBrace(w0, wn) {
+		// The tail below written out again (a jump to a shared tail was a
+		// taken branch on this path), and each step on the line of the
+		// branch that ends it: the compiler leaves a NOP for an inlined
+		// call (an inline mark) unless some instruction of the function
+		// has the call's line, and the branch is that instruction.
+		if w0, wn := binary.LittleEndian.Uint64(key), binary.LittleEndian.Uint64(key[8:]); !shortkey.BelowBrace(w0, wn) {
 			return c.routeSlow(key)
+		} else if s, m := slots.FromHash(shortkey.Sum16(w0, wn)), c.cur.Load(); m.Empty() {
+			return noRoute(m, s)
+		} else {
+			return m.RouteSlot(s), nil
 		}
-		h = shortkey.Sum16(w0, wn)
 	case n >= 8 && n < 16:
 		w0, wn := binary.LittleEndian.Uint64(key), binary.LittleEndian.Uint64(key[n-8:])
 		if !shortkey.BelowBrace(w0, wn) {
@@ -227,28 +250,36 @@ func (c *Client) Route(key []byte) (slotmap.Route, error) {
 	}
 	s := slots.FromHash(h)
 	m := c.cur.Load()
-	if m == nil {
+	// Asked here, whether the map has owners is the one branch on the
+	// map's state (cur is never nil, see noMap): RouteSlot asks it again
+	// and the compiler drops that test, and the route needs no test of its
+	// own (r.OK()) after.
+	if m.Empty() {
+		return noRoute(m, s)
+	}
+	return m.RouteSlot(s), nil // RouteSlot inlines
+}
+
+// noRoute is Route's result when m, the current map, has no owners
+// (noMap before the first map). Not inlined: a call marks the branch to
+// it unlikely, so the compiler lays Route's path that routes out straight.
+//
+//go:noinline
+func noRoute(m *slotmap.Map, s slots.Slot) (slotmap.Route, error) {
+	if m == noMap {
 		return slotmap.Route{}, ErrNoMap
 	}
-	r := m.RouteSlot(s) // RouteSlot inlines
-	if !r.OK() {
-		return r, ErrNoMap
-	}
-	return r, nil
+	return m.RouteSlot(s), ErrNoMap
 }
 
 // routeSlow is Route through slots.ForKey, for the keys the fast path does
 // not take.
 func (c *Client) routeSlow(key []byte) (slotmap.Route, error) {
 	m := c.cur.Load()
-	if m == nil {
-		return slotmap.Route{}, ErrNoMap
+	if m.Empty() {
+		return noRoute(m, slots.ForKey(key))
 	}
-	r := m.RouteSlot(slots.ForKey(key))
-	if !r.OK() {
-		return r, ErrNoMap
-	}
-	return r, nil
+	return m.RouteSlot(slots.ForKey(key)), nil
 }
 
 // RouteString is Route for a string key.
@@ -256,12 +287,14 @@ func (c *Client) RouteString(key string) (slotmap.Route, error) {
 	// The same fast path as Route's.
 	var h uint64
 	switch n := len(key); {
-	case n == 16:
-		w0, wn := shortkey.Load64(key), shortkey.Load64(key[8:])
-		if !shortkey.BelowBrace(w0, wn) {
+	case n == 16: // laid out as in Route
+		if w0, wn := shortkey.Load64(key), shortkey.Load64(key[8:]); !shortkey.BelowBrace(w0, wn) {
 			return c.routeSlowString(key)
+		} else if s, m := slots.FromHash(shortkey.Sum16(w0, wn)), c.cur.Load(); m.Empty() {
+			return noRoute(m, s)
+		} else {
+			return m.RouteSlot(s), nil
 		}
-		h = shortkey.Sum16(w0, wn)
 	case n >= 8 && n < 16:
 		w0, wn := shortkey.Load64(key), shortkey.Load64(key[n-8:])
 		if !shortkey.BelowBrace(w0, wn) {
@@ -275,27 +308,19 @@ func (c *Client) RouteString(key string) (slotmap.Route, error) {
 	}
 	s := slots.FromHash(h)
 	m := c.cur.Load()
-	if m == nil {
-		return slotmap.Route{}, ErrNoMap
+	if m.Empty() {
+		return noRoute(m, s)
 	}
-	r := m.RouteSlot(s)
-	if !r.OK() {
-		return r, ErrNoMap
-	}
-	return r, nil
+	return m.RouteSlot(s), nil
 }
 
 // routeSlowString is RouteString through slots.ForString.
 func (c *Client) routeSlowString(key string) (slotmap.Route, error) {
 	m := c.cur.Load()
-	if m == nil {
-		return slotmap.Route{}, ErrNoMap
+	if m.Empty() {
+		return noRoute(m, slots.ForString(key))
 	}
-	r := m.RouteSlot(slots.ForString(key))
-	if !r.OK() {
-		return r, ErrNoMap
-	}
-	return r, nil
+	return m.RouteSlot(slots.ForString(key)), nil
 }
 
 // Subscribe returns a channel that receives the current map at once (if
@@ -311,7 +336,7 @@ func (c *Client) Subscribe() (maps <-chan *slotmap.Map, cancel func()) {
 		return ch, func() {}
 	}
 	c.subs[ch] = struct{}{}
-	if m := c.cur.Load(); m != nil {
+	if m := c.current(); m != nil {
 		ch <- m
 	}
 	return ch, func() {
@@ -328,7 +353,7 @@ func (c *Client) Subscribe() (maps <-chan *slotmap.Map, cancel func()) {
 // applies it if it is newer.
 func (c *Client) Refresh(ctx context.Context) error {
 	known := uint64(0)
-	if m := c.cur.Load(); m != nil {
+	if m := c.current(); m != nil {
 		known = m.Version()
 	}
 	start := int(c.ep.Load())
@@ -423,7 +448,7 @@ func (c *Client) watchOnce(ctx context.Context, ep int) (progressed bool, err er
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	known := uint64(0)
-	if m := c.cur.Load(); m != nil {
+	if m := c.current(); m != nil {
 		known = m.Version()
 	}
 	stream, err := c.dirs[ep].WatchMap(sctx, &slotdv1.WatchMapRequest{KnownVersion: known})
@@ -465,7 +490,7 @@ func (c *Client) watchOnce(ctx context.Context, ep int) (progressed bool, err er
 func (c *Client) replace(next *slotmap.Map, source string) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := c.cur.Load()
+	old := c.current()
 	if old != nil {
 		if old.ClusterID() != next.ClusterID() {
 			return false, fmt.Errorf("%w: have %q, got %q", ErrClusterMismatch, old.ClusterID(), next.ClusterID())
@@ -484,7 +509,7 @@ func (c *Client) replace(next *slotmap.Map, source string) (bool, error) {
 func (c *Client) applyDelta(d *slotdv1.MapDelta) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := c.cur.Load()
+	old := c.current()
 	if old == nil {
 		return fmt.Errorf("%w: delta before any full map", slotmap.ErrGap)
 	}
@@ -504,7 +529,7 @@ func (c *Client) applyDelta(d *slotdv1.MapDelta) error {
 func (c *Client) patch(r movedTo) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := c.cur.Load()
+	old := c.current()
 	if old == nil {
 		return false
 	}

@@ -269,8 +269,18 @@ func TestUnbootstrappedDirectory(t *testing.T) {
 	srv := startServer(t, st, "127.0.0.1:0")
 	defer srv.Stop()
 	c := newClient(t, nil, srv.Addr())
-	if _, err := c.Route([]byte("k")); !errors.Is(err, ErrNoMap) {
-		t.Fatalf("Route before bootstrap: %v, want ErrNoMap", err)
+	// Every path of Route and RouteString (inline 16 and 8-15 bytes, and
+	// slots.ForKey) says ErrNoMap with the key's slot and the map's
+	// version, and names no owner.
+	for _, key := range []string{"k", "user:0123", "user:0123456789a", "user:0123456789abcdef", "{user:1}:cart"} {
+		want := slotmap.Route{Slot: slots.ForString(key), Version: 1}
+		r, err := c.Route([]byte(key))
+		if !errors.Is(err, ErrNoMap) || r != want || r.OK() {
+			t.Fatalf("Route(%q) before bootstrap = %+v, %v; want %+v, ErrNoMap", key, r, err, want)
+		}
+		if r, err := c.RouteString(key); !errors.Is(err, ErrNoMap) || r != want {
+			t.Fatalf("RouteString(%q) before bootstrap = %+v, %v; want %+v, ErrNoMap", key, r, err, want)
+		}
 	}
 	err = c.Do(context.Background(), []byte("k"), func(context.Context, string, bool) error {
 		t.Fatal("Do sent a request without a map")
@@ -634,4 +644,22 @@ func TestLaggingEndpointDoesNotRollBack(t *testing.T) {
 	}
 	behind.Set(moved(t, baseMap(t, 10), 11, slots.MustNew(1), "a"))
 	eventually(t, "version 11 once the endpoint caught up", versionIs(c, 11))
+}
+
+// Before the first map the Client holds noMap: Map says nil, and Route
+// fails with the zero route, as it did when the map pointer was nil.
+func TestRouteBeforeFirstMap(t *testing.T) {
+	c := &Client{}
+	c.cur.Store(noMap)
+	if m := c.Map(); m != nil {
+		t.Fatalf("Map() = %v before the first map, want nil", m)
+	}
+	for _, key := range []string{"k", "user:0123", "user:0123456789a", "user:0123456789abcdef"} {
+		if r, err := c.Route([]byte(key)); !errors.Is(err, ErrNoMap) || r != (slotmap.Route{}) {
+			t.Fatalf("Route(%q) = %+v, %v; want the zero route, ErrNoMap", key, r, err)
+		}
+		if r, err := c.RouteString(key); !errors.Is(err, ErrNoMap) || r != (slotmap.Route{}) {
+			t.Fatalf("RouteString(%q) = %+v, %v; want the zero route, ErrNoMap", key, r, err)
+		}
+	}
 }

@@ -81,7 +81,7 @@ func (c *Client) do(ctx context.Context, s slots.Slot, fn RequestFunc) error {
 		askAddr = ""
 		if !asking {
 			m := c.cur.Load()
-			if m == nil || m.Empty() {
+			if m.Empty() { // noMap too
 				if last != nil {
 					return fmt.Errorf("%w (slot %d); last answer: %w", ErrNoMap, s.Int(), last)
 				}
