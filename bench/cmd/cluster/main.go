@@ -30,6 +30,8 @@ type config struct {
 	rebalanceKeys  int // item 3
 	runs           int
 	emptyMoves     int
+	// emptyMovesOnly runs only item 3's empty-slot moves.
+	emptyMovesOnly bool
 	// rebalanceDurable runs item 3's slotkv nodes with fsync on disk.
 	rebalanceDurable bool
 	// rebalanceParallelism is slotd's --move-parallelism in item 3.
@@ -71,6 +73,7 @@ func main() {
 	flag.IntVar(&c.rebalanceKeys, "rebalance-keys", 200_000, "item 3: keys of 100 B over the cluster")
 	flag.IntVar(&c.runs, "runs", 3, "item 2: runs per case (the median is reported)")
 	flag.IntVar(&c.emptyMoves, "empty-moves", 30, "item 3: empty-slot moves each way")
+	flag.BoolVar(&c.emptyMovesOnly, "empty-moves-only", false, "item 3: run only the empty-slot moves (issue 19 item 2's row), no Redis and no rebalance")
 	flag.IntVar(&c.rebalanceParallelism, "rebalance-parallelism", 0, "item 3: slotd --move-parallelism (0: slotd's defaults, no flag; 1: strictly one move at a time)")
 	flag.BoolVar(&c.rebalanceDurable, "rebalance-durable", false, "item 3: slotkv --fsync=true on disk (default: fsync off on tmpfs, our fastest)")
 	flag.StringVar(&items, "items", "2,3,4,5,6,load", "items of issue 10 to run (4 and 5 need 2), and load (issue 14: load-aware planning)")
@@ -128,7 +131,11 @@ func runAll(ctx context.Context, c *config, w io.Writer) (err error) {
 		fmt.Fprintf(w, "### 6. Map propagation\n\n")
 		printTable(w, []row{propagation})
 	}
-	if c.items["3"] {
+	if c.items["3"] && c.emptyMovesOnly {
+		if err := itemEmptyMoves(ctx, c, shm, w); err != nil {
+			return err
+		}
+	} else if c.items["3"] {
 		if err := itemRebalance(ctx, c, shm, w); err != nil {
 			return err
 		}

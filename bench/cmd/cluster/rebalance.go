@@ -77,34 +77,9 @@ func itemRebalance(ctx context.Context, c *config, shm string, w io.Writer) erro
 		return err
 	}
 	defer oc.close()
-	m := oc.sdk.Map()
-	var todo []slots.Slot
-	for i := 0; i < slots.Count && len(todo) < c.emptyMoves+1; i++ {
-		s := slots.MustNew(i)
-		if m.OwnerID(s) == "n1" {
-			todo = append(todo, s)
-		}
-	}
-	// The first move is timed apart: it dials the stores and starts the
-	// mover's connections (cold), which no later move pays.
-	cold, err := oc.move(ctx, todo[0], "n2")
+	cold, empty, err := timeEmptyMoves(ctx, c, oc)
 	if err != nil {
 		return err
-	}
-	todo = todo[1:]
-	logf("item 3: ours: first (cold) empty-slot move %v; %d more each way (load %s)", cold, len(todo), loadavg())
-	var empty []time.Duration
-	for _, to := range []string{"n2", "n1"} {
-		for _, s := range todo {
-			d, err := oc.move(ctx, s, to)
-			if err != nil {
-				return err
-			}
-			if d > 100*time.Millisecond {
-				logf("item 3: ours: empty-slot move of slot %d to %s took %v", s.Int(), to, d)
-			}
-			empty = append(empty, d)
-		}
 	}
 	logf("item 3: ours: loading %d keys", c.rebalanceKeys)
 	if err := oc.put(ctx, c.rebalanceKeys, 100, 64, func(i int) string { return "user:" + strconv.Itoa(i) }); err != nil {
