@@ -317,6 +317,10 @@ type mutation struct {
 	runs map[string]bool
 	// extra are writes outside the table in the same txn (move results).
 	extra []clientv3.Op
+	// cmps are conditions outside the table the txn also needs (a plan
+	// record that must not exist yet); only an update written alone
+	// (updateOpts.alone) sets them.
+	cmps []clientv3.Cmp
 }
 
 func (m *mutation) node(id string)   { m.nodes[id] = true }
@@ -343,6 +347,7 @@ func (m *mutation) merge(o *mutation) {
 		m.runs[p] = true
 	}
 	m.extra = append(m.extra, o.extra...)
+	m.cmps = append(m.cmps, o.cmps...)
 }
 
 func newMutation() *mutation {
@@ -357,6 +362,11 @@ type updateOpts struct {
 	// needBootstrap fails the update with ErrNotBootstrapped before
 	// Bootstrap.
 	needBootstrap bool
+	// alone writes the update in a transaction of its own, from the
+	// cached table when there is one, and fails it with ErrConflict on
+	// the first race lost on a fresh read: its fn adds compares outside
+	// the table (mutation.cmps), which a retry would only fail again.
+	alone bool
 }
 
 // commit writes m and the history entries of changes as one txn on top of
@@ -425,6 +435,7 @@ func (d *Directory) commit(ctx context.Context, st *state, m *mutation, changes 
 	for p := range m.runs {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(d.k.run(p)), ">", 0))
 	}
+	cmps = append(cmps, m.cmps...)
 	tctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
 	start := time.Now()

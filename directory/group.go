@@ -33,6 +33,7 @@ type groupReq struct {
 	op            string
 	expect        uint64
 	needBootstrap bool
+	alone         bool
 	fn            func(st *state, m *mutation) error
 	// audit is the caller's audit entry for its change (WithAudit), if any.
 	audit *pendingAudit
@@ -67,9 +68,9 @@ type combiner struct {
 // An update with an expectation is written alone (its compare is the
 // caller's); others are group-committed (see above).
 func (d *Directory) update(ctx context.Context, op string, o updateOpts, fn func(st *state, m *mutation) error) (uint64, error) {
-	r := &groupReq{op: op, expect: o.expect, needBootstrap: o.needBootstrap, fn: fn, wake: make(chan struct{}),
+	r := &groupReq{op: op, expect: o.expect, needBootstrap: o.needBootstrap, alone: o.alone, fn: fn, wake: make(chan struct{}),
 		audit: pendingFrom(ctx, AuditNode, AuditCluster)}
-	if o.expect != 0 {
+	if o.expect != 0 || o.alone {
 		d.writeGroup(ctx, []*groupReq{r})
 		return r.version, r.err
 	}
@@ -275,9 +276,12 @@ func (d *Directory) writeGroup(ctx context.Context, batch []*groupReq) {
 		}
 		d.m.conflict()
 		for _, r := range reqs {
-			if r.expect != 0 {
+			if r.expect != 0 || r.alone {
 				settle(r, 0, fmt.Errorf("%s: %w: the directory changed at version %d while writing; re-read and retry", r.op, ErrConflict, seen))
 			}
+		}
+		if len(live()) == 0 {
+			return // every request expected this table: no retry to wait for
 		}
 		if attempt >= d.cfg.UpdateAttempts {
 			failAll(fmt.Errorf("%w: lost %d compare-and-swap races at version %d; re-read and retry", ErrConflict, attempt, seen))

@@ -17,88 +17,172 @@ import (
 // ErrNotFound (unknown node), ErrPrecondition, ErrNotBootstrapped,
 // ErrConflict (ExpectVersion no longer current, or every retry lost).
 func (d *Directory) BeginMove(ctx context.Context, spec MoveSpec) (*Move, error) {
-	s := spec.Slot.Uint16()
-	op := fmt.Sprintf("begin move of slot %d", s)
-	if err := checkID("source node id", spec.From); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	if err := checkID("target node id", spec.To); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	if spec.From == spec.To {
-		return nil, fmt.Errorf("%s: %w: source and target are both %q", op, ErrInvalid, spec.To)
-	}
-	if spec.MoveID == "" {
-		spec.MoveID = newMoveID()
-	} else if err := checkID("move id", spec.MoveID); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	if spec.PlanID != "" {
-		if err := checkID("plan id", spec.PlanID); err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
-		}
-		if spec.Index < 0 || spec.Index >= maxPlanMoves {
-			return nil, fmt.Errorf("%s: %w: move index %d out of range", op, ErrInvalid, spec.Index)
-		}
-	}
-	if err := checkText(spec.Reason, spec.By); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+	op := fmt.Sprintf("begin move of slot %d", spec.Slot.Int())
+	if err := d.checkSpec(op, &spec); err != nil {
+		return nil, err
 	}
 	var out Move
 	_, err := d.update(ctx, op, updateOpts{expect: spec.ExpectVersion, needBootstrap: true}, func(st *state, m *mutation) error {
-		if cur, ok := st.moves[s]; ok {
-			if cur.MoveID == spec.MoveID && cur.From == spec.From && cur.To == spec.To {
-				// A retried BeginMove whose first attempt applied.
-				out = cur.move()
-				return nil
-			}
-			return fmt.Errorf("%w: slot %d is not stable: move %s (%s -> %s) is in flight", ErrPrecondition, s, cur.MoveID, cur.From, cur.To)
-		}
-		if spec.PlanID != "" {
-			// The cached table does not see run keys written since (a plan
-			// stored applying right before its first move): the txn
-			// compares the run key anyway, and a compare that fails sends
-			// the update to a fresh read, where a missing key refuses.
-			if !st.runs[spec.PlanID] && !st.cached {
-				return fmt.Errorf("%w: plan %s is paused, cancelled or finished: none of its moves may begin", ErrPlanNotRunning, spec.PlanID)
-			}
-			st.runs[spec.PlanID] = true
-			m.needRun(spec.PlanID)
-		}
-		from, ok := st.nodes[spec.From]
-		if !ok {
-			return fmt.Errorf("%w: source node %q is not registered", ErrNotFound, spec.From)
-		}
-		to, ok := st.nodes[spec.To]
-		if !ok {
-			return fmt.Errorf("%w: target node %q is not registered", ErrNotFound, spec.To)
-		}
-		if st.owners[s] != from.Index {
-			owner := "nobody"
-			if o := st.ownerOf(s); o != nil {
-				owner = o.ID
-			}
-			return fmt.Errorf("%w: slot %d is owned by %s, not %s", ErrPrecondition, s, owner, spec.From)
-		}
-		if to.state() != NodeActive {
-			return fmt.Errorf("%w: target node %q is %s; only active nodes receive slots", ErrPrecondition, spec.To, to.state())
-		}
-		now := d.cfg.Now().UTC()
-		mv := &moveRec{
-			Slot: s, From: spec.From, To: spec.To, MoveID: spec.MoveID, PlanID: spec.PlanID, Index: spec.Index,
-			Phase: PhaseCopy, Reason: spec.Reason, By: spec.By, Started: now, Updated: now,
-		}
-		st.moves[s] = mv
-		m.move(s)
-		m.change = moveChange(ChangeMoveBegin, mv, spec.Reason, spec.By)
-		m.slot(s)
-		out = mv.move()
-		return nil
+		return d.begin(st, m, spec, false, &out)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &out, nil
+}
+
+// PlanMove is a plan of one move, stored and begun at once by
+// CreatePlanMove.
+type PlanMove struct {
+	// Spec is the move; its PlanID names the plan, stored applying.
+	Spec MoveSpec
+	// Plan is the plan record.
+	Plan []byte
+	// PlansThrough, when non-zero, is a revision through which the caller
+	// knows the state of every plan record: the transaction applies only
+	// if no plan record was written after it (a plan the caller does not
+	// know of may be active). Zero: no such condition.
+	PlansThrough int64
+}
+
+// CreatePlanMove stores a new plan record with its run key (a plan stored
+// applying, as CreatePlanRun with RunStart) and begins its move pm.Spec
+// (as BeginMove), in one transaction: `slotctl move` then costs one
+// transaction instead of two, and the mover finds the move begun. Either
+// both are written or neither. It fails with ErrConflict, without retrying,
+// when the plan exists, when a plan record was written after
+// pm.PlansThrough, or when the table is not at pm.Spec.ExpectVersion (if
+// set) or changes while it is written; then nothing was written. Other
+// errors are BeginMove's.
+func (d *Directory) CreatePlanMove(ctx context.Context, pm PlanMove) (*Move, error) {
+	spec := pm.Spec
+	op := fmt.Sprintf("create plan %s and begin move of slot %d", spec.PlanID, spec.Slot.Int())
+	if spec.PlanID == "" {
+		return nil, fmt.Errorf("%s: %w: the move needs a plan id", op, ErrInvalid)
+	}
+	if err := d.checkSpec(op, &spec); err != nil {
+		return nil, err
+	}
+	if len(pm.Plan) > maxPlanBytes {
+		return nil, fmt.Errorf("%s: %w: plan of %d bytes, at most %d", op, ErrInvalid, len(pm.Plan), maxPlanBytes)
+	}
+	audit, written, err := d.auditOps(ctx, planAudit(spec.PlanID), AuditPlan)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	key := d.k.plan(spec.PlanID)
+	var out Move
+	_, err = d.update(ctx, op, updateOpts{needBootstrap: true, alone: true}, func(st *state, m *mutation) error {
+		if spec.ExpectVersion != 0 && st.version != spec.ExpectVersion {
+			// On the cached table this sends the update to a fresh read.
+			return fmt.Errorf("%w: expected version %d, directory is at %d", ErrConflict, spec.ExpectVersion, st.version)
+		}
+		if err := d.begin(st, m, spec, true, &out); err != nil {
+			return err
+		}
+		m.cmps = append(m.cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+		if pm.PlansThrough > 0 {
+			// Every plan record (none, or all) was last written at or
+			// before PlansThrough.
+			m.cmps = append(m.cmps, clientv3.Compare(clientv3.ModRevision(d.k.plansPrefix()), "<", pm.PlansThrough+1).WithPrefix())
+		}
+		m.extra = append(append(m.extra, d.runOps(spec.PlanID, RunStart)...), clientv3.OpPut(key, string(pm.Plan)))
+		m.extra = append(m.extra, audit...)
+		return nil
+	})
+	written(err == nil)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// checkSpec validates a move spec, filling a missing move id.
+func (d *Directory) checkSpec(op string, spec *MoveSpec) error {
+	if err := checkID("source node id", spec.From); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := checkID("target node id", spec.To); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if spec.From == spec.To {
+		return fmt.Errorf("%s: %w: source and target are both %q", op, ErrInvalid, spec.To)
+	}
+	if spec.MoveID == "" {
+		spec.MoveID = newMoveID()
+	} else if err := checkID("move id", spec.MoveID); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if spec.PlanID != "" {
+		if err := checkID("plan id", spec.PlanID); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		if spec.Index < 0 || spec.Index >= maxPlanMoves {
+			return fmt.Errorf("%s: %w: move index %d out of range", op, ErrInvalid, spec.Index)
+		}
+	}
+	if err := checkText(spec.Reason, spec.By); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
+
+// begin records the move spec on st (BeginMove's edit) and sets *out.
+// newPlan says the same transaction creates the plan's run key, so the
+// plan need not be running yet.
+func (d *Directory) begin(st *state, m *mutation, spec MoveSpec, newPlan bool, out *Move) error {
+	s := spec.Slot.Uint16()
+	if cur, ok := st.moves[s]; ok {
+		if !newPlan && cur.MoveID == spec.MoveID && cur.From == spec.From && cur.To == spec.To {
+			// A retried BeginMove whose first attempt applied.
+			*out = cur.move()
+			return nil
+		}
+		return fmt.Errorf("%w: slot %d is not stable: move %s (%s -> %s) is in flight", ErrPrecondition, s, cur.MoveID, cur.From, cur.To)
+	}
+	switch {
+	case newPlan:
+		st.runs[spec.PlanID] = true
+	case spec.PlanID != "":
+		// The cached table does not see run keys written since (a plan
+		// stored applying right before its first move): the txn
+		// compares the run key anyway, and a compare that fails sends
+		// the update to a fresh read, where a missing key refuses.
+		if !st.runs[spec.PlanID] && !st.cached {
+			return fmt.Errorf("%w: plan %s is paused, cancelled or finished: none of its moves may begin", ErrPlanNotRunning, spec.PlanID)
+		}
+		st.runs[spec.PlanID] = true
+		m.needRun(spec.PlanID)
+	}
+	from, ok := st.nodes[spec.From]
+	if !ok {
+		return fmt.Errorf("%w: source node %q is not registered", ErrNotFound, spec.From)
+	}
+	to, ok := st.nodes[spec.To]
+	if !ok {
+		return fmt.Errorf("%w: target node %q is not registered", ErrNotFound, spec.To)
+	}
+	if st.owners[s] != from.Index {
+		owner := "nobody"
+		if o := st.ownerOf(s); o != nil {
+			owner = o.ID
+		}
+		return fmt.Errorf("%w: slot %d is owned by %s, not %s", ErrPrecondition, s, owner, spec.From)
+	}
+	if to.state() != NodeActive {
+		return fmt.Errorf("%w: target node %q is %s; only active nodes receive slots", ErrPrecondition, spec.To, to.state())
+	}
+	now := d.cfg.Now().UTC()
+	mv := &moveRec{
+		Slot: s, From: spec.From, To: spec.To, MoveID: spec.MoveID, PlanID: spec.PlanID, Index: spec.Index,
+		Phase: PhaseCopy, Reason: spec.Reason, By: spec.By, Started: now, Updated: now,
+	}
+	st.moves[s] = mv
+	m.move(s)
+	m.change = moveChange(ChangeMoveBegin, mv, spec.Reason, spec.By)
+	m.slot(s)
+	*out = mv.move()
+	return nil
 }
 
 // AdvanceMove moves the move of slot s with id moveID forward to phase.

@@ -114,6 +114,13 @@ type PlanEvent struct {
 	// Created says this write created the record: the plan is new, and
 	// no move of it has a result yet.
 	Created bool
+	// Through, when non-zero, is a revision up to which the watch has
+	// delivered every plan write since it began, this event included (set
+	// on the last event of each etcd response).
+	Through int64
+	// Start marks the watch's first call, which is no write (ID is
+	// empty): the watch delivers every plan write after revision Through.
+	Start bool
 }
 
 // WatchPlans calls fn with every write of a plan record, until ctx is
@@ -124,15 +131,22 @@ func (d *Directory) WatchPlans(ctx context.Context, fn func(PlanEvent)) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pre := d.k.plansPrefix()
-	for wr := range d.cli.Watch(wctx, pre, clientv3.WithPrefix()) {
+	for wr := range d.cli.Watch(wctx, pre, clientv3.WithPrefix(), clientv3.WithCreatedNotify()) {
 		if err := wr.Err(); err != nil {
 			return fromEtcd(ctx, "watch plans", err)
 		}
-		for _, ev := range wr.Events {
+		if wr.Created {
+			fn(PlanEvent{Start: true, Through: wr.Header.Revision})
+			continue
+		}
+		for i, ev := range wr.Events {
 			pe := PlanEvent{ID: string(ev.Kv.Key[len(pre):])}
 			if ev.Type == mvccpb.PUT {
 				pe.Record = &PlanRecord{Data: ev.Kv.Value, Rev: ev.Kv.ModRevision}
 				pe.Created = ev.IsCreate()
+			}
+			if i == len(wr.Events)-1 {
+				pe.Through = wr.Header.Revision
 			}
 			fn(pe)
 		}
@@ -227,19 +241,19 @@ func (d *Directory) Plans(ctx context.Context) (map[string]PlanRecord, error) {
 
 // PlanRevisions returns the mod revision of every stored plan record by
 // id, reading keys only: a caller that caches decoded plans by revision
-// fetches only the records that changed.
-func (d *Directory) PlanRevisions(ctx context.Context) (map[string]int64, error) {
+// fetches only the records that changed. at is the revision read.
+func (d *Directory) PlanRevisions(ctx context.Context) (revs map[string]int64, at int64, err error) {
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
 	resp, err := d.cli.Get(rctx, d.k.plansPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
-		return nil, fromEtcd(ctx, "list plans", err)
+		return nil, 0, fromEtcd(ctx, "list plans", err)
 	}
 	out := make(map[string]int64, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		out[string(kv.Key[len(d.k.plansPrefix()):])] = kv.ModRevision
 	}
-	return out, nil
+	return out, resp.Header.Revision, nil
 }
 
 // PlanAt returns the plan stored under id and the record's mod revision,

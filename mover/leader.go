@@ -137,6 +137,11 @@ type Executor struct {
 	// latest is the newest table seen by the leader's watch; moves check
 	// against it and BeginMove re-checks against etcd.
 	latest atomic.Pointer[directory.Snapshot]
+	// term counts the terms this executor led; leadCtx is the current
+	// term's context (nil when not leading), for work a request starts
+	// that must end with the term (onemove.go).
+	term    atomic.Uint64
+	leadCtx atomic.Pointer[context.Context]
 
 	sched scheduler
 
@@ -191,6 +196,7 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 	// While it leads, the table it watches spares the control's `slotctl
 	// move` a read of the whole table (Control.table checks its version).
 	cfg.Control.watched.Store(&e.latest)
+	cfg.Control.exec.Store(e)
 	return e, nil
 }
 
@@ -295,7 +301,11 @@ func (e *Executor) lead(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	e.latest.Store(nil)
 	e.sched.newTerm()
+	e.term.Add(1)
+	e.leadCtx.Store(&gctx)
+	defer e.leadCtx.Store(nil)
 	g.Go(func() error {
+		defer e.ctl.planWatchEnded()
 		return ignoreCanceled(e.dir.WatchPlans(gctx, e.planWritten))
 	})
 	g.Go(func() error {

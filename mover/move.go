@@ -36,6 +36,20 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 	if err != nil {
 		return e.pausePlan(ctx, p, fmt.Sprintf("move %d: %v", i, err))
 	}
+	if h := e.sched.takeHandoff(moveID(p.ID, i), e.term.Load()); h != nil {
+		// Begun by this leader with its plan (onemove.go), as the
+		// directory's transaction checked: driven as if begun here.
+		defer h.stop()
+		src, dst, err := e.endpoints(snap, pm.From, pm.To)
+		if err != nil {
+			return e.pausePlan(ctx, p, err.Error())
+		}
+		src.c = h.early
+		if e.hook != nil {
+			e.hook("begun", h.mv, g)
+		}
+		return e.drive(ctx, p, i, h.mv, src, dst, StepCopy, true, g)
+	}
 	skip, refuse := checkMove(snap, p, i, slot)
 	if refuse != "" {
 		// The watched table may lag etcd (a node the plan just registered,

@@ -228,7 +228,7 @@ func (c *Control) List(ctx context.Context) ([]*Plan, error) {
 // the plan keys and only the records that changed since it last looked:
 // every `slotctl move` and status asks, and up to KeepPlans plans are kept.
 func (c *Control) Active(ctx context.Context) (*Plan, error) {
-	revs, err := c.dir.PlanRevisions(ctx)
+	revs, at, err := c.dir.PlanRevisions(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +244,8 @@ func (c *Control) Active(ctx context.Context) (*Plan, error) {
 			stale = append(stale, id)
 		}
 	}
-	if err := c.learnStates(ctx, stale); err != nil {
+	complete, err := c.learnStates(ctx, stale)
+	if err != nil {
 		return nil, err
 	}
 	var active []string
@@ -253,6 +254,9 @@ func (c *Control) Active(ctx context.Context) (*Plan, error) {
 		if st, ok := c.states[id]; ok && st.rev >= rev && st.state.Active() {
 			active = append(active, id)
 		}
+	}
+	if complete {
+		c.readAt(at, revs)
 	}
 	c.decodedMu.Unlock()
 	var out []*Plan
@@ -272,13 +276,13 @@ func (c *Control) Active(ctx context.Context) (*Plan, error) {
 
 // learnStates reads and remembers the states of plans ids: one read of
 // every record when there are many (the first call after a start), else
-// one read each.
-func (c *Control) learnStates(ctx context.Context, ids []string) error {
+// one read each. complete is false when a record could not be decoded.
+func (c *Control) learnStates(ctx context.Context, ids []string) (complete bool, err error) {
 	recs := map[string]directory.PlanRecord{}
 	if len(ids) > 8 {
 		all, err := c.dir.Plans(ctx)
 		if err != nil {
-			return err
+			return false, err
 		}
 		for _, id := range ids {
 			if rec, ok := all[id]; ok {
@@ -292,43 +296,120 @@ func (c *Control) learnStates(ctx context.Context, ids []string) error {
 				continue // deleted meanwhile
 			}
 			if err != nil {
-				return err
+				return false, err
 			}
 			recs[id] = directory.PlanRecord{Data: b, Rev: rev}
 		}
 	}
+	complete = true
 	for id, rec := range recs {
 		p, err := c.decode(id, rec.Data)
 		if err != nil {
 			c.lg.Warn("unreadable plan record", "plan", id, "err", err)
+			complete = false
 			continue
 		}
 		c.decodedMu.Lock()
-		if c.states == nil || len(c.states) > 4*c.keep {
-			c.states = map[string]planState{}
-		}
-		c.states[id] = planState{rev: rec.Rev, state: p.State}
+		c.setState(id, planState{rev: rec.Rev, state: p.State})
 		c.decodedMu.Unlock()
 	}
-	return nil
+	return complete, nil
 }
 
-// learnRecord remembers the state of plan id's record rec, seen by the
-// leader's plan watch: Active then needs no read of a plan this process
-// (or another) wrote since Active last looked.
-func (c *Control) learnRecord(id string, rec directory.PlanRecord) {
-	p, err := c.decode(id, rec.Data)
-	if err != nil {
-		return // Active reads it and says why
-	}
+// learnRecord remembers what the leader's plan watch saw (ev): the state
+// of the record it wrote, or its deletion. Active then needs no read of a
+// plan this process (or another) wrote since Active last looked, and
+// `slotctl move` none at all (plansIdle).
+func (c *Control) learnRecord(ev directory.PlanEvent) {
 	c.decodedMu.Lock()
 	defer c.decodedMu.Unlock()
-	if c.states == nil || len(c.states) > 4*c.keep {
+	k := &c.known
+	switch {
+	case ev.Start:
+		// A new watch: what the last one delivered says nothing of the
+		// writes before this one began.
+		k.watchFrom, k.watchThrough = ev.Through, ev.Through
+		return
+	case ev.Record == nil:
+		delete(c.states, ev.ID)
+	default:
+		c.decodedMu.Unlock()
+		p, err := c.decode(ev.ID, ev.Record.Data)
+		c.decodedMu.Lock()
+		if err != nil {
+			k.readRev = 0 // Active reads it and says why
+			return
+		}
+		if st, ok := c.states[ev.ID]; !ok || st.rev < ev.Record.Rev {
+			c.setState(ev.ID, planState{rev: ev.Record.Rev, state: p.State})
+		}
+	}
+	if ev.Through > 0 && k.watchFrom > 0 {
+		k.watchThrough = max(k.watchThrough, ev.Through)
+	}
+}
+
+// planWatchEnded forgets the leader's plan watch (its term ended).
+func (c *Control) planWatchEnded() {
+	c.decodedMu.Lock()
+	defer c.decodedMu.Unlock()
+	c.known.watchFrom, c.known.watchThrough = 0, 0
+}
+
+// setState remembers st for plan id. c.decodedMu must be held.
+func (c *Control) setState(id string, st planState) {
+	if len(c.states) > 4*c.keep {
+		c.states = nil
+		c.known.readRev = 0 // forgotten: complete no more
+	}
+	if c.states == nil {
 		c.states = map[string]planState{}
 	}
-	if st, ok := c.states[id]; !ok || st.rev < rec.Rev {
-		c.states[id] = planState{rev: rec.Rev, state: p.State}
+	c.states[id] = st
+}
+
+// readAt records that c.states holds the state of every plan record revs
+// lists, as read at revision at (or later), and forgets plans deleted by
+// then. c.decodedMu must be held.
+func (c *Control) readAt(at int64, revs map[string]int64) {
+	for id, st := range c.states {
+		if _, ok := revs[id]; !ok && st.rev <= at {
+			delete(c.states, id)
+		}
 	}
+	c.known.readRev = max(c.known.readRev, at)
+}
+
+// plansIdle reports whether c.states knows of no applying or paused plan,
+// and through which revision it knows every plan record: a read of the
+// plan keys (Active) after the leader's plan watch began, and the watch
+// since. ok is false when it does not know (no watch in this process, or
+// no read since it began, or some plan is active: Active says which).
+func (c *Control) plansIdle() (through int64, ok bool) {
+	c.decodedMu.Lock()
+	defer c.decodedMu.Unlock()
+	k := c.known
+	if k.watchFrom == 0 || k.readRev < k.watchFrom {
+		return 0, false
+	}
+	for _, st := range c.states {
+		if st.state.Active() {
+			return 0, false
+		}
+	}
+	return max(k.readRev, k.watchThrough), true
+}
+
+// plansKnown is how complete c.states is (guarded by decodedMu).
+type plansKnown struct {
+	// watchFrom is the revision after which the leader's plan watch in
+	// this process delivers every write (0: no watch), watchThrough the
+	// revision up to which it has.
+	watchFrom, watchThrough int64
+	// readRev is the revision at which Active last read every plan key
+	// and learned the state of every record it listed (0: none since
+	// the states were forgotten).
+	readRev int64
 }
 
 // planState is what Active remembers of a plan record.

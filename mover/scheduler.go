@@ -34,6 +34,15 @@ type scheduler struct {
 	// created them: new plans, with no results to read unless they ran
 	// already (refreshPlans uses one only for a plan it does not hold).
 	created map[string]directory.PlanRecord
+	// handed are one-move plans this leader stored and begun itself
+	// (onemove.go), for refreshPlans to add; handoffs their begun moves,
+	// by move id, for runMove to take.
+	handed   []*Plan
+	handoffs map[string]*handoff
+	// beginning are the plans whose transaction is in flight: the watched
+	// table may show their move before they are handed over, and it is
+	// no move to settle.
+	beginning map[string]bool
 
 	// recMu guards the plans' move statuses and states: the plan loop
 	// reads them while moves in flight write them.
@@ -49,6 +58,7 @@ type scheduler struct {
 
 func (s *scheduler) init() {
 	s.stale, s.selfWrites, s.created = map[string]bool{}, map[string]int{}, map[string]directory.PlanRecord{}
+	s.handoffs, s.beginning = map[string]*handoff{}, map[string]bool{}
 	s.dataMoves, s.gates = map[copyKey]bool{}, map[string]chan struct{}{}
 	s.dirty.Store(true)
 }
@@ -68,8 +78,9 @@ func (e *Executor) planChanged(id string) {
 // move` stores one applying) from it instead of reading it back, and
 // Control.Active learns its state without a read.
 func (e *Executor) planWritten(ev directory.PlanEvent) {
-	if ev.Record != nil {
-		e.ctl.learnRecord(ev.ID, *ev.Record)
+	e.ctl.learnRecord(ev)
+	if ev.Start {
+		return
 	}
 	s := &e.sched
 	s.staleMu.Lock()
@@ -163,10 +174,11 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 	// finished, still shows there in flight. Settling that would fence the
 	// source again and mark the done move aborted, so what to settle is
 	// decided on a fresh read.
+	beginning := e.sched.beginningNow()
 	unowned := func(snap *directory.Snapshot) bool {
 		return slices.ContainsFunc(snap.Moves, func(mv directory.Move) bool {
 			p, ok := byID[mv.PlanID]
-			return !ok || !applying(p.State)
+			return (!ok || !applying(p.State)) && !beginning[mv.PlanID]
 		})
 	}
 	if unowned(snap) {
@@ -177,11 +189,18 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 		snap = fresh
 	}
 	for _, mv := range snap.Moves {
-		if p, ok := byID[mv.PlanID]; ok && applying(p.State) {
+		if p, ok := byID[mv.PlanID]; (ok && applying(p.State)) || beginning[mv.PlanID] {
 			continue
 		}
 		return true, e.settle(ctx, snap, mv, byID[mv.PlanID])
 	}
+	// A move handed over whose plan is not the one to run is resumed
+	// from the directory, if at all (the plan was paused meanwhile). One
+	// handed over since refreshPlans is taken by the next step.
+	e.sched.dropHandoffs(func(id string) bool {
+		_, known := byID[id]
+		return !known || (active != nil && active.ID == id)
+	})
 	if active == nil {
 		e.m.bytesRemaining.Set(0)
 		return false, nil
@@ -481,7 +500,9 @@ func (e *Executor) refreshPlans(ctx context.Context) error {
 		clear(s.stale)
 		clear(s.selfWrites)
 		clear(s.created)
+		s.handed = nil
 		s.staleMu.Unlock()
+		s.dropHandoffs(nil) // the read finds them, begun
 		plans, err := e.ctl.List(ctx)
 		if err != nil {
 			s.dirty.Store(true)
@@ -490,6 +511,7 @@ func (e *Executor) refreshPlans(ctx context.Context) error {
 		s.plans = plans
 		return nil
 	}
+	s.plans = s.takeHanded(s.plans)
 	s.staleMu.Lock()
 	ids := make([]string, 0, len(s.stale))
 	for id := range s.stale {

@@ -41,6 +41,10 @@ var rewriteScripts = flag.Bool("rewrite", false, "rewrite the expected output of
 //	                           source has fenced, nothing commits it yet)
 //	crash at=E                 a step in which the leader dies at E
 //	leader change              a new executor, nothing in memory
+//	move                       `slotctl move` of n1's first slot to n4 on the
+//	                           leader's slotd: the plan stored and its move
+//	                           begun in one transaction (onemove.go), the
+//	                           move handed to the leader's next step
 //	state                      the state alone
 //
 // A mutant that ignores pause (go test -tags mutant_ignorepause) fails.
@@ -61,6 +65,9 @@ type scriptEnv struct {
 	par     int
 	leaders int
 	plan    string
+	// endTerm ends the current executor's term (its leadCtx), as losing
+	// leadership would.
+	endTerm context.CancelFunc
 }
 
 func runScript(t *testing.T, path string) {
@@ -113,6 +120,10 @@ func runScript(t *testing.T, path string) {
 }
 
 func (env *scriptEnv) newExecutor() {
+	if env.endTerm != nil {
+		env.endTerm()
+		env.endTerm = nil
+	}
 	env.leaders++
 	e, err := NewExecutor(ExecutorConfig{
 		Directory: env.c.dir, Control: env.c.ctl, Etcd: env.c.etcd.Client(), Stores: env.c.pool,
@@ -201,6 +212,11 @@ func (env *scriptEnv) run(cmd string) string {
 		if ctx.Err() != nil {
 			err = nil
 		}
+	case "move":
+		var p *Plan
+		if p, err = env.moveByLeader(); err == nil {
+			env.plan = p.ID
+		}
 	case "state":
 	default:
 		env.t.Fatalf("unknown command %q", cmd)
@@ -213,6 +229,36 @@ func (env *scriptEnv) run(cmd string) string {
 		s = "error: " + err.Error() + "\n" + s
 	}
 	return s
+}
+
+// moveByLeader makes the executor lead (without an election: the
+// script steps it) and has it store and begin a one-move plan of n1's
+// first slot to n4, as Control.MoveSlot does on the leader's slotd.
+func (env *scriptEnv) moveByLeader() (*Plan, error) {
+	c, e := env.c, env.e
+	if env.endTerm == nil {
+		ctx, cancel := context.WithCancel(c.ctx)
+		env.endTerm = cancel
+		env.t.Cleanup(cancel)
+		e.term.Add(1)
+		e.leadCtx.Store(&ctx)
+		e.leader.Store(true)
+	}
+	snap, err := c.dir.Snapshot(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.latest.Store(snap)
+	n1 := snap.SlotsOf("n1")
+	p, err := c.ctl.onePlan(snap, n1.Ranges()[0].From, "n4", "script", "operator move")
+	if err != nil {
+		return nil, err
+	}
+	data, err := encodePlan(p)
+	if err != nil {
+		return nil, err
+	}
+	return p, e.beginOneMove(c.ctx, p.clone(), data, snap, 0)
 }
 
 // state prints the current plan with its results, the moves in flight and

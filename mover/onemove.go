@@ -1,0 +1,155 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	slotdv1 "github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/slots"
+)
+
+// A one-move plan (`slotctl move`) made on the leading mover's own slotd
+// is stored and begun by that leader in one directory transaction
+// (directory.CreatePlanMove), planned on the table its watch holds, with
+// the source's export started beside the transaction (earlyexport.go).
+// The begun move is then handed to the plan loop, which drives it as if it
+// had begun it itself. Compared with storing the plan for the executor to
+// find: one transaction, the reads of the table's version and of the plan
+// keys, and the plan watch's hop fewer.
+//
+// Recovery is unchanged: the plan record, its run key and the begun move
+// are written together or not at all, so a leader that dies after the
+// transaction leaves exactly what a leader that died right after its
+// BeginMove leaves (a plan applying, move 0 in flight in phase copy), and
+// the next one resumes it from there; one that dies before leaves nothing.
+// A move handed over is only taken in the term that began it: a new term
+// resumes it from the directory like any move in flight.
+
+// errNotLeading: this process's mover does not lead (any more).
+var errNotLeading = errors.New("mover: not the leader")
+
+// handoff is a move its plan's leader began itself, waiting for the plan
+// loop.
+type handoff struct {
+	term  uint64
+	mv    directory.Move
+	early slotdv1.StoreClient // the source, its export already open
+	stop  func()              // ends the early export (idempotent)
+}
+
+// beginOneMove stores the one-move plan p (record data) and begins its
+// move, in one transaction; snap is the table p was made on, through the
+// revision through which the caller knows every plan record (the
+// transaction refuses if any changed since). On success the plan loop
+// takes the plan and its begun move without reading either. An error
+// says nothing was written, unless it is an etcd error.
+func (e *Executor) beginOneMove(ctx context.Context, p *Plan, data []byte, snap *directory.Snapshot, through int64) error {
+	lctx := e.leadCtx.Load()
+	if lctx == nil || !e.IsLeader() {
+		return errNotLeading
+	}
+	term := e.term.Load()
+	pm := p.Moves[0]
+	slot, err := slots.New(pm.Slot)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	src, _, err := e.endpoints(snap, pm.From, pm.To)
+	if err != nil {
+		return err
+	}
+	id := moveID(p.ID, 0)
+	s := &e.sched
+	// Counted before the write: its watch event may come before the
+	// answer.
+	s.staleMu.Lock()
+	s.selfWrites[p.ID]++
+	s.beginning[p.ID] = true
+	s.staleMu.Unlock()
+	early, stop := startEarlyExport(*lctx, src.c, &slotdv1.ExportRequest{Slot: uint32(pm.Slot), MoveId: id, RateBytesPerSecond: wireRate(e.rate(ctx))})
+	mv, err := e.dir.CreatePlanMove(ctx, directory.PlanMove{
+		Spec: directory.MoveSpec{Slot: slot, From: pm.From, To: pm.To, MoveID: id, PlanID: p.ID, Index: 0,
+			Reason: pm.Reason, By: "mover/" + e.cfg.Name, ExpectVersion: p.BaseVersion},
+		Plan: data, PlansThrough: through,
+	})
+	if err != nil {
+		stop()
+		e.clean.add(cleanup{addr: src.addr, slot: slot, moveID: id})
+		// The write may have happened: the plan loop reads the plan.
+		s.staleMu.Lock()
+		s.selfWrites[p.ID] = 0
+		s.stale[p.ID] = true
+		delete(s.beginning, p.ID)
+		s.staleMu.Unlock()
+		e.notify()
+		return err
+	}
+	s.staleMu.Lock()
+	s.handed = append(s.handed, p)
+	s.handoffs[id] = &handoff{term: term, mv: *mv, early: early, stop: stop}
+	delete(s.beginning, p.ID)
+	s.staleMu.Unlock()
+	e.notify()
+	return nil
+}
+
+// beginningNow returns the plans whose transaction is in flight.
+func (s *scheduler) beginningNow() map[string]bool {
+	s.staleMu.Lock()
+	defer s.staleMu.Unlock()
+	if len(s.beginning) == 0 {
+		return nil
+	}
+	return maps.Clone(s.beginning)
+}
+
+// takeHandoff returns the move id handed over in this term, once, or nil.
+func (s *scheduler) takeHandoff(id string, term uint64) *handoff {
+	s.staleMu.Lock()
+	defer s.staleMu.Unlock()
+	h := s.handoffs[id]
+	if h == nil {
+		return nil
+	}
+	delete(s.handoffs, id)
+	if h.term != term {
+		h.stop()
+		return nil
+	}
+	return h
+}
+
+// dropHandoffs ends the early exports of moves handed over that no
+// applying plan will take (keep says which plans will), or all of them.
+func (s *scheduler) dropHandoffs(keep func(planID string) bool) {
+	s.staleMu.Lock()
+	defer s.staleMu.Unlock()
+	for id, h := range s.handoffs {
+		if keep == nil || !keep(h.mv.PlanID) {
+			h.stop()
+			delete(s.handoffs, id)
+		}
+	}
+}
+
+// takeHanded adds the plans handed over since the last call to plans
+// (which the plan loop owns), unless they are there already.
+func (s *scheduler) takeHanded(plans []*Plan) []*Plan {
+	s.staleMu.Lock()
+	handed := s.handed
+	s.handed = nil
+	s.staleMu.Unlock()
+	for _, p := range handed {
+		if !slices.ContainsFunc(plans, func(q *Plan) bool { return q.ID == p.ID }) {
+			plans = append(plans, p)
+		}
+	}
+	if len(handed) > 0 {
+		slices.SortStableFunc(plans, func(a, b *Plan) int { return a.Created.Compare(b.Created) })
+	}
+	return plans
+}
