@@ -454,6 +454,16 @@ func (t *Transfer) relayCopy(ctx context.Context, src, dst grpc.ClientConnInterf
 		}
 		sentDone = b.done
 		pending := imp.batches
+		if t.batchSeq == 1 && len(pending) == 1 && b.done {
+			// A snapshot of one batch: no catch-up after it (as in copy),
+			// and the source fenced beside its import when it is small.
+			t.oneBatch = len(cursor) == 0
+			if oneSmallBatch(cursor, t.batchSeq, b.done, b.bytes) {
+				if err := t.fenceBeside(ctx); err != nil {
+					return err
+				}
+			}
+		}
 		f := &relaySent{
 			imp:         imp,
 			resp:        new(slotdv1.ImportResponse),

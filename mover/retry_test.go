@@ -55,6 +55,12 @@ func checkMoved(t *testing.T, c *cluster, slot slots.Slot, keys [][]byte, to str
 	if o := snap.Owner(slot); o != to {
 		t.Fatalf("slot %d owned by %s, want %s", slot.Int(), o, to)
 	}
+	// The reads route by the nodes' watched map (c.get), which may not
+	// have seen the commit yet.
+	waitfor.True(t, time.Minute, "the watched map at the commit", func() bool {
+		m := c.m.snap.Load()
+		return m != nil && m.Version >= snap.Version
+	})
 	for _, k := range keys {
 		got, err := c.get(k)
 		if err != nil || !bytes.Equal(got, bytes.Repeat(k[:1], 1024)) {

@@ -95,6 +95,49 @@ type Transfer struct {
 	batchSeq   uint64 // last snapshot batch applied on the target
 	lastChange uint64 // last change seq applied on the target
 	oneBatch   bool   // this Run copied the whole snapshot in one batch
+	// fence, when the copy fenced the source beside its only import
+	// (fenceBeside), yields that Fence's answer, once.
+	fence chan fenceAnswer
+	// runCtx is Run's context: the copy's own ends with the copy, and a
+	// Fence started beside its import must outlive it.
+	runCtx context.Context
+}
+
+// fenceAnswer is a Fence call's outcome.
+type fenceAnswer struct {
+	resp *slotdv1.FenceResponse
+	err  error
+}
+
+// fenceBesideBytes bounds the snapshot of one batch whose import runs
+// beside the source's fence: the write pause (fence to commit) then holds
+// that import, which must stay short.
+const fenceBesideBytes = 64 << 10
+
+// fenceBeside starts fencing the source while the only batch of the
+// snapshot (from the start, done, at most fenceBesideBytes) is imported:
+// the Fence and the Import go to different stores, and an empty slot's
+// move then waits for one of them instead of both. The writes the fence
+// stops are captured and drained after the import, as after any fence;
+// the journal hears of the fence first (Fencing), so that an import that
+// fails unfences the source. Run waits for the Fence in every case.
+func (t *Transfer) fenceBeside(ctx context.Context) error {
+	if err := t.Journal.Fencing(ctx); err != nil {
+		return fmt.Errorf("record fencing: %w", err)
+	}
+	t.fence = make(chan fenceAnswer, 1)
+	go func() {
+		resp, err := t.Source.Fence(t.runCtx, &slotdv1.FenceRequest{Slot: t.slot(), MoveId: t.MoveID})
+		t.fence <- fenceAnswer{resp, err}
+	}()
+	return nil
+}
+
+// oneSmallBatch reports whether a copy from cursor whose first batch
+// (done or not, of size bytes) is the whole snapshot, small enough to
+// fence beside its import.
+func oneSmallBatch(cursor []byte, seq uint64, done bool, bytes int) bool {
+	return len(cursor) == 0 && seq == 1 && done && bytes <= fenceBesideBytes
 }
 
 // Result is what a finished transfer did.
@@ -115,6 +158,12 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 	if t.MaxCatchUpRounds == 0 {
 		t.MaxCatchUpRounds = 20
 	}
+	t.runCtx = ctx
+	defer func() {
+		if t.fence != nil {
+			<-t.fence // never a Fence left in flight behind an error
+		}
+	}()
 	st := &slotdv1.ImportStatusResponse{}
 	if !t.Fresh || from != StepCopy {
 		var err error
@@ -142,11 +191,21 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 				return res, err
 			}
 		}
-		if err := t.Journal.Fencing(ctx); err != nil {
-			return res, fmt.Errorf("record fencing: %w", err)
+		if t.fence == nil {
+			if err := t.Journal.Fencing(ctx); err != nil {
+				return res, fmt.Errorf("record fencing: %w", err)
+			}
 		}
 	}
-	fence, err := t.Source.Fence(ctx, &slotdv1.FenceRequest{Slot: t.slot(), MoveId: t.MoveID})
+	var fence *slotdv1.FenceResponse
+	var err error
+	if t.fence != nil {
+		a := <-t.fence
+		t.fence = nil
+		fence, err = a.resp, a.err
+	} else {
+		fence, err = t.Source.Fence(ctx, &slotdv1.FenceRequest{Slot: t.slot(), MoveId: t.MoveID})
+	}
 	if err != nil {
 		return res, fmt.Errorf("fence source: %w", err)
 	}
@@ -250,6 +309,11 @@ func (t *Transfer) copy(ctx context.Context, cursor []byte, res *Result) error {
 	defer func() { cancel(); wg.Wait() }()
 	for b := range batches {
 		t.batchSeq++
+		if oneSmallBatch(cursor, t.batchSeq, b.Done, entryBytes(b.Entries)) {
+			if err := t.fenceBeside(ctx); err != nil {
+				return err
+			}
+		}
 		if _, err := t.Target.Import(ctx, &slotdv1.ImportRequest{
 			Slot: t.slot(), MoveId: t.MoveID,
 			Batch: &slotdv1.ImportRequest_Snapshot{Snapshot: &slotdv1.SnapshotImport{
