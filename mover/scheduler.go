@@ -85,7 +85,8 @@ func (e *Executor) planWritten(ev directory.PlanEvent) {
 	s := &e.sched
 	s.staleMu.Lock()
 	delete(s.created, ev.ID)
-	if s.selfWrites[ev.ID] > 0 {
+	self := s.selfWrites[ev.ID] > 0
+	if self {
 		s.selfWrites[ev.ID]--
 	} else {
 		s.stale[ev.ID] = true
@@ -94,7 +95,12 @@ func (e *Executor) planWritten(ev directory.PlanEvent) {
 		}
 	}
 	s.staleMu.Unlock()
-	e.notify()
+	if !self {
+		// The executor's own write wakes nobody: the plan loop made it,
+		// and a guard woken by it would read the plan record back in the
+		// middle of the move (every `slotctl move` did).
+		e.notify()
+	}
 }
 
 // planLoop runs the active plan's moves, and waits for work when there is
