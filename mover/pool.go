@@ -26,6 +26,9 @@ type PoolConfig struct {
 	Logger      *slog.Logger
 }
 
+// exportWindow is the HTTP/2 receive window of one Store stream.
+const exportWindow = 4 << 20
+
 // StorePool holds one gRPC connection per store node address, for the
 // mover's calls of the Store protocol. Safe for concurrent use.
 type StorePool struct {
@@ -42,6 +45,11 @@ func NewStorePool(cfg PoolConfig) *StorePool {
 	if len(opts) == 0 {
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
+	// Receive windows for export batches (up to 2 MiB, four waiting in the
+	// relay): gRPC's default starts at 64 KiB and grows with its
+	// bandwidth-delay estimate, which takes the first moves over every new
+	// connection.
+	opts = append(slices.Clip(opts), grpc.WithInitialWindowSize(exportWindow), grpc.WithInitialConnWindowSize(2*exportWindow))
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
