@@ -117,7 +117,12 @@ func TestPlansIdle(t *testing.T) {
 func TestMoveSlotByLeader(t *testing.T) {
 	c := newCluster(t, 2)
 	e, _ := c.startExecutor("leader")
-	waitfor.True(t, time.Minute, "a leader with a table", func() bool { return e.IsLeader() && e.latest.Load() != nil })
+	waitfor.True(t, time.Minute, "a leader with a table and its plan watch", func() bool {
+		c.ctl.decodedMu.Lock()
+		watching := c.ctl.known.watchFrom > 0
+		c.ctl.decodedMu.Unlock()
+		return watching && e.IsLeader() && e.latest.Load() != nil
+	})
 	move := func(slot int, to string) (*Plan, *directory.Snapshot) {
 		t.Helper()
 		p, err := c.ctl.MoveSlot(c.ctx, slot, to, "test", "")
