@@ -52,10 +52,14 @@ func TestEarlyExportOfMoveNotBegun(t *testing.T) {
 	}
 	src, dst := c.nodes["n1"].srv.Node(), c.nodes["n2"].srv.Node()
 	id := moveID(p.ID, 0)
-	// The early export did reach the source: its capture is there (asked
-	// for another move's changes, the source names it).
-	if _, err := src.Changes(c.ctx, slot, "probe", 0, 0, false); !errors.Is(err, node.ErrMoveMismatch) || !strings.Contains(err.Error(), id) {
-		t.Fatalf("no capture of the early export on the source: %v", err)
+	// The early export reached the source (its capture is there: asked
+	// for another move's changes, the source names it), unless the failed
+	// begin stopped it before its request got there (then no capture).
+	switch _, err := src.Changes(c.ctx, slot, "probe", 0, 0, false); {
+	case errors.Is(err, node.ErrCaptureLost):
+		t.Log("the early export was stopped before it reached the source")
+	case !errors.Is(err, node.ErrMoveMismatch) || !strings.Contains(err.Error(), id):
+		t.Fatalf("the source holds another capture of the slot: %v", err)
 	}
 	if st := dst.ImportStatus(slot, id); st.LastBatchSeq != 0 || st.SnapshotDone {
 		t.Fatalf("target imported for a move that never began: %+v", st)

@@ -188,7 +188,12 @@ func (e *Executor) drive(ctx context.Context, p *Plan, i int, mv directory.Move,
 		moveCtx, cancelMove := context.WithCancel(ctx)
 		var fencing atomic.Bool
 		unguard := g.add(&fencing, cancelMove)
-		res, err := e.transferWith(moveCtx, mv, src, dst, step, fresh, &fencing, g)
+		// A one-move plan (`slotctl move`) is timed end to end, with no
+		// window of moves fencing at once: it fences its source beside the
+		// import of a small slot's only batch. A rebalance's moves keep the
+		// shorter write pause.
+		beside := len(p.Moves) == 1
+		res, err := e.transferWith(moveCtx, mv, src, dst, step, fresh, beside, &fencing, g)
 		unguard()
 		stopped := moveCtx.Err() != nil
 		cancelMove()
@@ -305,7 +310,7 @@ func (e *Executor) settle(ctx context.Context, snap *directory.Snapshot, mv dire
 	if mv.Phase == directory.PhaseFenced && (p == nil || !p.AbortCurrent || p.State == StateCancelled) {
 		e.lg.Info("finishing fenced move left in flight", "slot", mv.Slot.Int(), "move", mv.MoveID, "plan", mv.PlanID)
 		var fencing atomic.Bool
-		res, err := e.transferWith(ctx, mv, src, dst, StepFenced, false, &fencing, nil)
+		res, err := e.transferWith(ctx, mv, src, dst, StepFenced, false, false, &fencing, nil)
 		if err == nil {
 			e.committed(mv, src, res)
 			e.recordMove(p, mv.Index, MoveDone, "", res.Bytes)
@@ -352,7 +357,7 @@ func (e *Executor) endpoints(snap *directory.Snapshot, from, to string) (src, ds
 
 // transferWith runs the protocol for mv from step, journaling its phases
 // in the directory and its progress in InFlight and the metrics.
-func (e *Executor) transferWith(ctx context.Context, mv directory.Move, src, dst storeEnd, step Step, fresh bool, fencing *atomic.Bool, g *planGuard) (Result, error) {
+func (e *Executor) transferWith(ctx context.Context, mv directory.Move, src, dst storeEnd, step Step, fresh, beside bool, fencing *atomic.Bool, g *planGuard) (Result, error) {
 	prog := &MoveProgress{PlanID: mv.PlanID, MoveID: mv.MoveID, Slot: mv.Slot.Int(), From: mv.From, To: mv.To, Phase: string(mv.Phase), Started: time.Now()}
 	e.mu.Lock()
 	e.inflight[mv.MoveID] = prog
@@ -376,7 +381,7 @@ func (e *Executor) transferWith(ctx context.Context, mv directory.Move, src, dst
 	j := &journal{e: e, mv: mv, prog: prog, fencing: fencing}
 	t := &Transfer{
 		Slot: mv.Slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c,
-		Rate: e.rate(ctx), Journal: j, Verify: e.cfg.Verify, Fresh: fresh,
+		Rate: e.rate(ctx), Journal: j, Verify: e.cfg.Verify, Fresh: fresh, FenceBeside: beside,
 		Progress: func(b, k int) {
 			e.mu.Lock()
 			prog.Bytes += int64(b)

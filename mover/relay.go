@@ -458,7 +458,7 @@ func (t *Transfer) relayCopy(ctx context.Context, src, dst grpc.ClientConnInterf
 			// A snapshot of one batch: no catch-up after it (as in copy),
 			// and the source fenced beside its import when it is small.
 			t.oneBatch = len(cursor) == 0
-			if oneSmallBatch(cursor, t.batchSeq, b.done, b.bytes) {
+			if t.oneSmallBatch(cursor, t.batchSeq, b.done, b.bytes) {
 				if err := t.fenceBeside(ctx); err != nil {
 					return err
 				}

@@ -91,6 +91,10 @@ type Transfer struct {
 	// Fresh says the move was just begun, so the target holds nothing of it
 	// and asking it where to resume would be a wasted round trip.
 	Fresh bool
+	// FenceBeside fences the source while a snapshot of one small batch
+	// is imported (fenceBeside): the move is one round trip shorter, its
+	// write pause holds the import.
+	FenceBeside bool
 
 	batchSeq   uint64 // last snapshot batch applied on the target
 	lastChange uint64 // last change seq applied on the target
@@ -128,16 +132,19 @@ func (t *Transfer) fenceBeside(ctx context.Context) error {
 	t.fence = make(chan fenceAnswer, 1)
 	go func() {
 		resp, err := t.Source.Fence(t.runCtx, &slotdv1.FenceRequest{Slot: t.slot(), MoveId: t.MoveID})
+		if err == nil && t.Fenced != nil {
+			t.Fenced() // the pause is timed from here, the import still running
+		}
 		t.fence <- fenceAnswer{resp, err}
 	}()
 	return nil
 }
 
-// oneSmallBatch reports whether a copy from cursor whose first batch
-// (done or not, of size bytes) is the whole snapshot, small enough to
-// fence beside its import.
-func oneSmallBatch(cursor []byte, seq uint64, done bool, bytes int) bool {
-	return len(cursor) == 0 && seq == 1 && done && bytes <= fenceBesideBytes
+// oneSmallBatch reports whether the copy fences the source beside the
+// import of batch seq (done or not, of size bytes) of a copy from cursor:
+// asked to (FenceBeside), and the batch is the whole snapshot, small.
+func (t *Transfer) oneSmallBatch(cursor []byte, seq uint64, done bool, bytes int) bool {
+	return t.FenceBeside && len(cursor) == 0 && seq == 1 && done && bytes <= fenceBesideBytes
 }
 
 // Result is what a finished transfer did.
@@ -200,17 +207,14 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 	var fence *slotdv1.FenceResponse
 	var err error
 	if t.fence != nil {
-		a := <-t.fence
+		a := <-t.fence // Fenced was called when it answered
 		t.fence = nil
 		fence, err = a.resp, a.err
-	} else {
-		fence, err = t.Source.Fence(ctx, &slotdv1.FenceRequest{Slot: t.slot(), MoveId: t.MoveID})
+	} else if fence, err = t.Source.Fence(ctx, &slotdv1.FenceRequest{Slot: t.slot(), MoveId: t.MoveID}); err == nil && t.Fenced != nil {
+		t.Fenced()
 	}
 	if err != nil {
 		return res, fmt.Errorf("fence source: %w", err)
-	}
-	if t.Fenced != nil {
-		t.Fenced()
 	}
 	for t.lastChange < fence.FenceSeq {
 		before := t.lastChange
@@ -309,7 +313,7 @@ func (t *Transfer) copy(ctx context.Context, cursor []byte, res *Result) error {
 	defer func() { cancel(); wg.Wait() }()
 	for b := range batches {
 		t.batchSeq++
-		if oneSmallBatch(cursor, t.batchSeq, b.Done, entryBytes(b.Entries)) {
+		if t.oneSmallBatch(cursor, t.batchSeq, b.Done, entryBytes(b.Entries)) {
 			if err := t.fenceBeside(ctx); err != nil {
 				return err
 			}
