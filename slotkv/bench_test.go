@@ -138,21 +138,24 @@ func BenchmarkExport(b *testing.B) {
 }
 
 // BenchmarkImport: one slot's export batches (1 MiB each, the default)
-// imported into a target over 127.0.0.1 one call after another, as the
-// mover sends them, into a store that fsyncs every commit (durable) or
-// not. MB/s counts key and value bytes; the time runs from the first
-// Import to the return of the last, which is when every batch is in the
-// store. The target's copy of the slot is deleted between iterations,
-// outside the timer.
+// imported into a target over 127.0.0.1 into a store that fsyncs every
+// commit (durable) or not: one call after another, or pipelined as the
+// mover sends them to a target that waits for a batch sent ahead (two
+// calls in flight, the second marked after_previous). MB/s counts key and
+// value bytes; the time runs from the first Import to the return of the
+// last, which is when every batch is in the store. The target's copy of
+// the slot is deleted between iterations, outside the timer.
 func BenchmarkImport(b *testing.B) {
 	for _, tc := range []struct {
-		name    string
-		n, size int
-		noSync  bool
+		name      string
+		n, size   int
+		noSync    bool
+		pipelined bool
 	}{
-		{"100000x100B/durable", 100000, 100, false},
-		{"20000x1KiB/durable", 20000, 1024, false},
-		{"20000x1KiB/nosync", 20000, 1024, true},
+		{"100000x100B/durable", 100000, 100, false, false},
+		{"20000x1KiB/durable", 20000, 1024, false, false},
+		{"20000x1KiB/durable/pipelined", 20000, 1024, false, true},
+		{"20000x1KiB/nosync", 20000, 1024, true, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
@@ -176,7 +179,11 @@ func BenchmarkImport(b *testing.B) {
 					}
 				}
 				b.StartTimer()
-				importBatches(ctx, b, dst, s, fmt.Sprint("bench-", i), batches, 1)
+				if tc.pipelined {
+					importPipelined(ctx, b, dst, s, fmt.Sprint("bench-", i), batches)
+				} else {
+					importBatches(ctx, b, dst, s, fmt.Sprint("bench-", i), batches, 1)
+				}
 			}
 			b.StopTimer()
 			if keys, _, _ := dst.srv.Engine().SlotSize(ctx, s); keys != int64(tc.n) {
@@ -271,6 +278,34 @@ func BenchmarkSlotSizes(b *testing.B) {
 		n := 0
 		if err := e.SlotSizes(ctx, func(slots.Slot, int64, int64) { n++ }); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// importPipelined forwards export batches to dst, numbered from 1, with
+// two imports in flight: batch i+1 is sent (after_previous) while batch i
+// is unanswered, and batch i+2 only once batch i is answered.
+func importPipelined(ctx context.Context, b *testing.B, dst *testNode, s slots.Slot, moveID string, batches []*slotdv1.ExportBatch) {
+	b.Helper()
+	answered := make([]chan error, len(batches))
+	for i, eb := range batches {
+		if i >= 2 {
+			if err := <-answered[i-2]; err != nil {
+				b.Fatalf("import batch %d: %v", i-1, err)
+			}
+		}
+		answered[i] = make(chan error, 1)
+		req := &slotdv1.ImportRequest{Slot: uint32(s.Int()), MoveId: moveID, Batch: &slotdv1.ImportRequest_Snapshot{Snapshot: &slotdv1.SnapshotImport{
+			BatchSeq: uint64(i + 1), Entries: eb.Entries, Cursor: eb.Cursor, SnapshotSeq: eb.SnapshotSeq, Done: eb.Done, AfterPrevious: i > 0,
+		}}}
+		go func() {
+			_, err := dst.store.Import(ctx, req)
+			answered[i] <- err
+		}()
+	}
+	for i := max(len(batches)-2, 0); i < len(batches); i++ {
+		if err := <-answered[i]; err != nil {
+			b.Fatalf("import batch %d: %v", i+1, err)
 		}
 	}
 }

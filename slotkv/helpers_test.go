@@ -62,7 +62,7 @@ func startNode(t testing.TB, id, dir string, m *node.StaticMap, o nodeOpts) *tes
 		lis.Close()
 		t.Fatal(err)
 	}
-	tn := &testNode{t: t, id: id, dir: dir, m: m, srv: srv, g: grpc.NewServer(), addr: lis.Addr().String(), done: make(chan struct{})}
+	tn := &testNode{t: t, id: id, dir: dir, m: m, srv: srv, g: grpc.NewServer(srv.ServerOptions()...), addr: lis.Addr().String(), done: make(chan struct{})}
 	srv.Register(tn.g)
 	ctx, cancel := context.WithCancel(context.Background())
 	tn.cancel = cancel
