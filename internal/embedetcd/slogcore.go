@@ -2,6 +2,7 @@ package embedetcd
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -15,7 +16,10 @@ import (
 // text line with fields, no JSON, no stack trace). Only errors pass, as
 // before (etcd's info and warnings are chatty). While the member closes,
 // its listeners report "use of closed network connection" and "server
-// closed" as errors; those are the shutdown itself, logged at debug.
+// closed" as errors; those are the shutdown itself, logged at debug. So is
+// a read whose caller gave up (etcd logs "unexpected error during readonly
+// txn" with the caller's context.Canceled, as when slotd stops while a
+// read is in flight): the caller has its error; the member is fine.
 type slogCore struct {
 	lg      *slog.Logger
 	fields  []zapcore.Field
@@ -43,7 +47,7 @@ func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Che
 
 func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	level := slog.LevelError
-	if c.closing.Load() {
+	if c.closing.Load() || callerCancelled(fields) {
 		level = slog.LevelDebug
 	}
 	if !c.lg.Enabled(context.Background(), level) {
@@ -72,3 +76,15 @@ func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 }
 
 func (c *slogCore) Sync() error { return nil }
+
+// callerCancelled reports whether the entry's error is its caller's
+// context ending (cancelled or past its deadline) and nothing else.
+func callerCancelled(fields []zapcore.Field) bool {
+	for _, f := range fields {
+		if err, ok := f.Interface.(error); ok && f.Type == zapcore.ErrorType &&
+			(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			return true
+		}
+	}
+	return false
+}
