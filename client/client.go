@@ -487,7 +487,7 @@ func (c *Client) watchOnce(ctx context.Context, ep int) (progressed bool, err er
 }
 
 // replace installs a full map unless it is older than the current one.
-func (c *Client) replace(next *slotmap.Map, source string) (bool, error) {
+func (c *Client) replace(next *slotmap.Map, src source) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.current()
@@ -500,7 +500,7 @@ func (c *Client) replace(next *slotmap.Map, source string) (bool, error) {
 		}
 		next = old.Replace(next)
 	}
-	c.storeLocked(next, source)
+	c.storeLocked(next, src)
 	return true, nil
 }
 
@@ -541,13 +541,13 @@ func (c *Client) patch(r movedTo) bool {
 }
 
 // storeLocked publishes m. c.mu must be held.
-func (c *Client) storeLocked(m *slotmap.Map, source string) {
+func (c *Client) storeLocked(m *slotmap.Map, src source) {
 	c.cur.Store(m)
-	c.m.refreshed[source].Inc()
+	c.m.refreshed[src].Inc()
 	c.m.version.Set(float64(m.Version()))
 	if c.lg.Enabled(context.Background(), slog.LevelDebug) {
 		// Checked first: the arguments cost an allocation per update.
-		c.lg.Debug("map updated", "version", m.Version(), "source", source)
+		c.lg.Debug("map updated", "version", m.Version(), "source", src.String())
 	}
 	for ch := range c.subs {
 		select {

@@ -174,7 +174,7 @@ func TestRouteAndWatch(t *testing.T) {
 	if got := testutil.ToFloat64(c.m.version); got != 11 {
 		t.Fatalf("slotd_client_map_version = %v, want 11", got)
 	}
-	if got := testutil.ToFloat64(c.m.refreshes.WithLabelValues(sourceWatchDelta)); got != 1 {
+	if got := testutil.ToFloat64(c.m.refreshes.WithLabelValues(sourceWatchDelta.String())); got != 1 {
 		t.Fatalf("watch_delta refreshes = %v, want 1", got)
 	}
 	if n, err := testutil.GatherAndCount(reg, "slotd_client_map_version", "slotd_client_redirects_total", "slotd_client_map_refreshes_total"); err != nil || n == 0 {

@@ -6,20 +6,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Label values; bounded sets.
+// source is where a map update came from: refreshes' label.
+type source uint8
+
 const (
-	sourceWatchFull  = "watch_full"
-	sourceWatchDelta = "watch_delta"
-	sourceFetch      = "fetch"
-	sourceRedirect   = "redirect"
+	sourceWatchFull source = iota
+	sourceWatchDelta
+	sourceFetch
+	sourceRedirect
+	numSources
 )
+
+// sourceLabels are the label values, index for index; a bounded set.
+var sourceLabels = [numSources]string{"watch_full", "watch_delta", "fetch", "redirect"}
+
+func (s source) String() string { return sourceLabels[s] }
 
 type metrics struct {
 	redirects *prometheus.CounterVec // kind: moved | ask
 	refreshes *prometheus.CounterVec // source: watch_full | watch_delta | fetch | redirect
 	// refreshed holds refreshes' counter for each source, looked up once:
 	// every watcher counts every map change.
-	refreshed  map[string]prometheus.Counter
+	refreshed  [numSources]prometheus.Counter
 	version    prometheus.Gauge
 	reconnects prometheus.Counter
 }
@@ -46,9 +54,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, k := range []string{"moved", "ask"} {
 		m.redirects.WithLabelValues(k)
 	}
-	m.refreshed = make(map[string]prometheus.Counter)
-	for _, s := range []string{sourceWatchFull, sourceWatchDelta, sourceFetch, sourceRedirect} {
-		m.refreshed[s] = m.refreshes.WithLabelValues(s)
+	for s, label := range sourceLabels {
+		m.refreshed[s] = m.refreshes.WithLabelValues(label)
 	}
 	if reg == nil {
 		return m, nil

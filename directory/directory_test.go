@@ -26,6 +26,7 @@ func TestBootstrap(t *testing.T) {
 	if got := snap.Owners(); !slices.Equal(got, want) {
 		t.Fatalf("owners differ from ringcompat.InitialAssignment")
 	}
+	checkOwnerPositions(t, snap)
 	total := 0
 	for id, n := range snap.Counts() {
 		if n == 0 {
@@ -326,6 +327,7 @@ func TestMoveLifecycle(t *testing.T) {
 	if got.Owner(a) != "n2" || got.Owner(b) != "n1" || len(got.Moves) != 0 {
 		t.Fatalf("after commit+abort: owner(a)=%s owner(b)=%s moves=%d", got.Owner(a), got.Owner(b), len(got.Moves))
 	}
+	checkOwnerPositions(t, got)
 	hist, err := d.History(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -674,5 +676,24 @@ func TestCommitFencedMove(t *testing.T) {
 				t.Fatalf("second commit: %v, want ErrNotFound", err)
 			}
 		})
+	}
+}
+
+// checkOwnerPositions fails unless OwnerPositions names, slot by slot, the
+// node Owners names.
+func checkOwnerPositions(t *testing.T, snap *Snapshot) {
+	t.Helper()
+	owners, pos := snap.Owners(), snap.OwnerPositions()
+	if len(pos) != slots.Count {
+		t.Fatalf("OwnerPositions has %d entries, want %d", len(pos), slots.Count)
+	}
+	for sl, p := range pos {
+		got := ""
+		if p != NoPosition {
+			got = snap.Nodes[p].ID
+		}
+		if got != owners[sl] {
+			t.Fatalf("slot %d: OwnerPositions names %q, Owners %q", sl, got, owners[sl])
+		}
 	}
 }

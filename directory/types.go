@@ -183,6 +183,45 @@ func (s *Snapshot) Owners() []string {
 	return out
 }
 
+// OwnerPositions returns, indexed by slot number, the position in Nodes of
+// every slot's owner, or NoPosition for an index that is no node's. It is
+// Owners without a string per slot: slotd's watch hub calls it for every
+// version (Owners' 16,384 strings were 256 KiB a version).
+func (s *Snapshot) OwnerPositions() []uint16 {
+	out := make([]uint16, slots.Count)
+	top := 0
+	for _, idx := range s.idxOf {
+		top = max(top, int(idx))
+	}
+	if top >= 1<<12 {
+		for i := range out {
+			out[i] = NoPosition
+			if p, ok := s.byIdx[s.owners[i]]; ok {
+				out[i] = uint16(p)
+			}
+		}
+		return out
+	}
+	pos := make([]uint16, top+1)
+	for i := range pos {
+		pos[i] = NoPosition
+	}
+	for i, idx := range s.idxOf {
+		pos[idx] = uint16(i)
+	}
+	for i, idx := range s.owners {
+		out[i] = NoPosition
+		if int(idx) < len(pos) {
+			out[i] = pos[idx]
+		}
+	}
+	return out
+}
+
+// NoPosition is OwnerPositions' entry for a slot whose owner is no node in
+// Nodes. No position is ever NoPosition: there are fewer than maxNodes nodes.
+const NoPosition = noOwner
+
 // Node returns the node with the given id.
 func (s *Snapshot) Node(id string) (Node, bool) {
 	i, ok := s.byID[id]

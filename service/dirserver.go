@@ -135,7 +135,7 @@ func (s *DirectoryServer) WatchMap(req *slotdv1.WatchMapRequest, stream grpc.Ser
 			}
 			last = cur.ver
 		case cur.ver != last:
-			if err := s.send(stream, cur.full, s.m.sentFull); err != nil {
+			if err := s.send(stream, cur.fullUpdate(), s.m.sentFull); err != nil {
 				return err
 			}
 			last = cur.ver

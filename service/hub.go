@@ -51,16 +51,26 @@ func (c HubConfig) Validate() error {
 // version is one published map version, encoded once for every watcher.
 type version struct {
 	ver uint64
-	// m, pb and full are set on the latest version only (older ones keep
-	// just their delta): the map, its wire form shared by GetMap answers
-	// (read-only), and the WatchMapResponse carrying it, marshalled once.
-	m    *slotmap.Map
-	pb   *slotdv1.SlotMap
-	full *encoded
+	// m and pb are set on the latest version only (older ones keep just
+	// their delta): the map and its wire form shared by GetMap answers
+	// (read-only). fullUpdate marshals the WatchMapResponse carrying pb
+	// once, when a watcher first needs it: watchers that are up to date
+	// take the delta, so most versions are never sent whole.
+	m        *slotmap.Map
+	pb       *slotdv1.SlotMap
+	fullOnce sync.Once
+	full     *encoded
 	// delta turns the previous published version (from) into this one; nil
 	// when there is none (the first version, or a change of bootstrap state).
 	delta *encoded
 	from  uint64
+}
+
+// fullUpdate returns the WatchMapResponse carrying the whole map, encoded
+// once for every watcher that needs it. Only for a version with pb.
+func (v *version) fullUpdate() *encoded {
+	v.fullOnce.Do(func() { v.full = mustEncode(fullUpdate(v.pb)) })
+	return v.full
 }
 
 // Hub follows the directory with a single etcd watch and fans every new
@@ -145,7 +155,6 @@ func (h *Hub) close() {
 func (h *Hub) publish(m *slotmap.Map) {
 	v := &version{ver: m.Version(), m: m}
 	v.pb = m.Proto()
-	v.full = mustEncode(&slotdv1.WatchMapResponse{Update: &slotdv1.WatchMapResponse_Full{Full: v.pb}})
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -178,7 +187,7 @@ func (h *Hub) publish(m *slotmap.Map) {
 	close(s.changed)
 	if h.m != nil {
 		h.m.version.Set(float64(m.Version()))
-		h.m.mapBytes.Set(float64(len(v.full.b)))
+		h.m.mapBytes.Set(float64(proto.Size(fullUpdate(v.pb))))
 	}
 }
 
@@ -228,9 +237,10 @@ func (h *Hub) since(known uint64) (cur *version, chain []*version, ok bool, chan
 	return cur, nil, false, s.changed, false
 }
 
-// mapOf converts a directory snapshot into a map.
+// mapOf converts a directory snapshot into a map. Owners go by position:
+// mapNodes keeps the snapshot's node order.
 func mapOf(s *directory.Snapshot, clusterID string) (*slotmap.Map, error) {
-	snap := slotmap.Snapshot{Version: s.Version, ClusterID: clusterID, Nodes: mapNodes(s.Nodes), Owners: s.Owners()}
+	snap := slotmap.Snapshot{Version: s.Version, ClusterID: clusterID, Nodes: mapNodes(s.Nodes), OwnerIndexes: s.OwnerPositions()}
 	for _, mv := range s.Moves {
 		snap.Migrations = append(snap.Migrations, slotmap.Migration{
 			Slot: mv.Slot, From: mv.From, To: mv.To, Phase: phaseProto(mv.Phase), MoveID: mv.MoveID,

@@ -79,8 +79,12 @@ type Snapshot struct {
 	// Owners holds the owner's node id for every slot: exactly slots.Count
 	// entries, each naming a node in Nodes. Empty for a directory that has
 	// not been bootstrapped.
-	Owners     []string
-	Migrations []Migration
+	Owners []string
+	// OwnerIndexes, when set, is used instead of Owners: the position in
+	// Nodes of every slot's owner, exactly slots.Count entries. slotd's hub
+	// builds a map per version; indexes spare it a string per slot.
+	OwnerIndexes []uint16
+	Migrations   []Migration
 }
 
 // Map is the slot map at one version. The zero Map is an empty map at
@@ -120,6 +124,9 @@ func New(s Snapshot) (*Map, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(s.OwnerIndexes) > 0 {
+		return m.setOwnerIndexes(s)
+	}
 	if len(s.Owners) == 0 {
 		return m.seal(), m.setMigrations(s.Migrations)
 	}
@@ -142,6 +149,25 @@ func New(s Snapshot) (*Map, error) {
 		}
 		t[i] = n
 	}
+	if err := m.setMigrations(s.Migrations); err != nil {
+		return nil, err
+	}
+	return m.seal(), nil
+}
+
+// setOwnerIndexes is New's end for a snapshot with OwnerIndexes.
+func (m *Map) setOwnerIndexes(s Snapshot) (*Map, error) {
+	if len(s.OwnerIndexes) != slots.Count {
+		return nil, fmt.Errorf("%w: %d owner indexes, want %d", ErrInvalid, len(s.OwnerIndexes), slots.Count)
+	}
+	n := len(m.nodes)
+	for i, p := range s.OwnerIndexes {
+		if int(p) >= n {
+			return nil, fmt.Errorf("%w: slot %d: owner index %d is not in the node table of %d", ErrInvalid, i, p, n)
+		}
+	}
+	m.assigned = true
+	copy(m.owners.own()[:], s.OwnerIndexes)
 	if err := m.setMigrations(s.Migrations); err != nil {
 		return nil, err
 	}

@@ -713,3 +713,35 @@ func BenchmarkApplyMoves(b *testing.B) {
 		})
 	}
 }
+
+// TestOwnerIndexes: a snapshot by owner positions makes the map its owner
+// ids make, and New refuses positions outside the node table.
+func TestOwnerIndexes(t *testing.T) {
+	nodes := testNodes(5)
+	want := testMap(t, 7, nodes, 3)
+	idx := make([]uint16, slots.Count)
+	for s := range idx {
+		idx[s] = uint16(want.index(want.RouteSlot(slots.MustNew(s)).Owner()))
+	}
+	got, err := New(Snapshot{Version: 7, ClusterID: "c1", Nodes: nodes, OwnerIndexes: idx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(got.Proto(), want.Proto()) {
+		t.Fatal("the map by owner indexes differs from the map by owner ids")
+	}
+	for _, tc := range []struct {
+		name string
+		idx  func() []uint16
+	}{
+		{"short", func() []uint16 { return idx[:slots.Count-1] }},
+		{"past the node table", func() []uint16 { b := slices.Clone(idx); b[9] = uint16(len(nodes)); return b }},
+		{"no position", func() []uint16 { b := slices.Clone(idx); b[slots.Count-1] = 0xffff; return b }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(Snapshot{Version: 7, ClusterID: "c1", Nodes: nodes, OwnerIndexes: tc.idx()}); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
