@@ -106,6 +106,9 @@ func (s *DirectoryServer) WatchMap(req *slotdv1.WatchMapRequest, stream grpc.Ser
 	patience := time.NewTimer(wait)
 	defer patience.Stop()
 	waited := false
+	// Read once: the loop below runs for every version, in every stream.
+	// patienceC is nil once it fired, so later selects wait on two channels.
+	done, patienceC := ctx.Done(), patience.C
 	for {
 		cur, chain, ok, changed, closed := s.hub.since(last)
 		if closed {
@@ -141,10 +144,10 @@ func (s *DirectoryServer) WatchMap(req *slotdv1.WatchMapRequest, stream grpc.Ser
 			last = cur.ver
 		}
 		select {
-		case <-ctx.Done():
+		case <-done:
 			return ctx.Err()
-		case <-patience.C:
-			waited = true
+		case <-patienceC:
+			waited, patienceC = true, nil
 		case <-changed:
 		}
 	}
