@@ -212,13 +212,22 @@ func (m *Map) setNodes(nodes []Node) (map[string]uint16, error) {
 	return idx, nil
 }
 
+// setMigrations sets a copy of the caller's ms.
 func (m *Map) setMigrations(ms []Migration) error {
+	return m.adoptMigrations(slices.Clone(ms))
+}
+
+// adoptMigrations sets ms itself, which nobody else holds: FromProto and
+// Apply decode a fresh slice for every update (every delta carries all the
+// moves in flight), and a copy of it was a second allocation per update in
+// every client.
+func (m *Map) adoptMigrations(ms []Migration) error {
 	for _, mg := range ms {
 		if m.index(mg.From) < 0 || m.index(mg.To) < 0 {
 			return fmt.Errorf("%w: move of slot %d: %q -> %q names an unknown node", ErrInvalid, mg.Slot.Int(), mg.From, mg.To)
 		}
 	}
-	m.migrations = slices.Clone(ms)
+	m.migrations = ms
 	return nil
 }
 
@@ -363,7 +372,9 @@ func (m *Map) clone() *Map {
 	// The node table is shared too; the full slice expression makes any
 	// append reallocate, and in-place writers clone it first.
 	c.nodes = m.nodes[:len(m.nodes):len(m.nodes)]
-	c.migrations = slices.Clone(m.migrations)
+	// Migrations are never written in place (only replaced whole), so the
+	// clone shares them; the full slice expression makes an append copy.
+	c.migrations = m.migrations[:len(m.migrations):len(m.migrations)]
 	c.patches = slices.Clone(m.patches)
 	return &c
 }

@@ -745,3 +745,21 @@ func TestOwnerIndexes(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkApplyMoveInFlight is what every watcher pays for a version of a
+// move in flight (its begin, its fence): the delta carries the migration.
+func BenchmarkApplyMoveInFlight(b *testing.B) {
+	nodes := testNodes(3)
+	a := testMap(b, 10, nodes, 1)
+	s := slots.MustNew(5)
+	to := a.clone()
+	to.version = 11
+	to.migrations = []Migration{{Slot: s, From: a.OwnerID(s), To: nodes[2].ID, Phase: slotdv1.MovePhase_MOVE_PHASE_COPYING, MoveID: "m1"}}
+	d := Diff(a, to.seal())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.Apply(d); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

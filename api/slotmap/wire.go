@@ -62,7 +62,7 @@ func FromProto(pb *slotdv1.SlotMap) (*Map, error) {
 		return nil, err
 	}
 	if pb.GetOwnerBits() == 0 && len(pb.GetOwners()) == 0 {
-		return m.seal(), m.setMigrations(ms) // not bootstrapped yet
+		return m.seal(), m.adoptMigrations(ms) // not bootstrapped yet
 	}
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("%w: owners without nodes", ErrInvalid)
@@ -78,7 +78,7 @@ func FromProto(pb *slotdv1.SlotMap) (*Map, error) {
 		return nil, err
 	}
 	m.assigned = true
-	if err := m.setMigrations(ms); err != nil {
+	if err := m.adoptMigrations(ms); err != nil {
 		return nil, err
 	}
 	return m.seal(), nil
@@ -270,7 +270,7 @@ func (m *Map) Apply(d *slotdv1.MapDelta) (*Map, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.setMigrations(ms); err != nil {
+	if err := c.adoptMigrations(ms); err != nil {
 		return nil, err
 	}
 	if slices.ContainsFunc(c.nodes, func(n Node) bool { return isPlaceholder(n.ID) }) {
