@@ -63,14 +63,10 @@ func (d *Directory) CreatePlanMove(ctx context.Context, pm PlanMove) (*Move, err
 	if err := d.checkSpec(op, &spec); err != nil {
 		return nil, err
 	}
-	if len(pm.Plan) > maxPlanBytes {
-		return nil, fmt.Errorf("%s: %w: plan of %d bytes, at most %d", op, ErrInvalid, len(pm.Plan), maxPlanBytes)
-	}
-	audit, written, err := d.auditOps(ctx, planAudit(spec.PlanID), AuditPlan)
+	c, err := d.planCreation(ctx, spec.PlanID, pm.Plan, RunStart)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: plan: %w", op, err)
 	}
-	key := d.k.plan(spec.PlanID)
 	var out Move
 	_, err = d.update(ctx, op, updateOpts{needBootstrap: true, alone: true}, func(st *state, m *mutation) error {
 		if spec.ExpectVersion != 0 && st.version != spec.ExpectVersion {
@@ -80,17 +76,16 @@ func (d *Directory) CreatePlanMove(ctx context.Context, pm PlanMove) (*Move, err
 		if err := d.begin(st, m, spec, true, &out); err != nil {
 			return err
 		}
-		m.cmps = append(m.cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+		m.cmps = append(m.cmps, c.cmp)
 		if pm.PlansThrough > 0 {
 			// Every plan record (none, or all) was last written at or
 			// before PlansThrough.
 			m.cmps = append(m.cmps, clientv3.Compare(clientv3.ModRevision(d.k.plansPrefix()), "<", pm.PlansThrough+1).WithPrefix())
 		}
-		m.extra = append(append(m.extra, d.runOps(spec.PlanID, RunStart)...), clientv3.OpPut(key, string(pm.Plan)))
-		m.extra = append(m.extra, audit...)
+		m.extra = append(m.extra, c.ops...)
 		return nil
 	})
-	written(err == nil)
+	c.written(err == nil)
 	if err != nil {
 		return nil, err
 	}

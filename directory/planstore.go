@@ -24,20 +24,14 @@ func (d *Directory) CreatePlanRun(ctx context.Context, id string, data []byte, r
 	if err := checkID("plan id", id); err != nil {
 		return fmt.Errorf("create plan: %w", err)
 	}
-	if len(data) > maxPlanBytes {
-		return fmt.Errorf("create plan %s: %w: %d bytes, at most %d", id, ErrInvalid, len(data), maxPlanBytes)
-	}
-	audit, written, err := d.auditOps(ctx, planAudit(id), AuditPlan)
+	c, err := d.planCreation(ctx, id, data, run)
 	if err != nil {
 		return fmt.Errorf("create plan %s: %w", id, err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
-	key := d.k.plan(id)
-	resp, err := d.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(append(append(d.runOps(id, run), clientv3.OpPut(key, string(data))), audit...)...).Commit()
-	written(err == nil && resp.Succeeded)
+	resp, err := d.cli.Txn(rctx).If(c.cmp).Then(c.ops...).Commit()
+	c.written(err == nil && resp.Succeeded)
 	if err != nil {
 		return fromEtcd(ctx, "create plan "+id, err)
 	}
@@ -45,6 +39,34 @@ func (d *Directory) CreatePlanRun(ctx context.Context, id string, data []byte, r
 		return fmt.Errorf("create plan: %w: plan %s exists", ErrConflict, id)
 	}
 	return nil
+}
+
+// planCreation is what a transaction creating plan id does: the compare
+// that no such plan exists, and the writes of the record, its run key (as
+// run says) and the audit entry. written reports whether the transaction
+// applied (the audit's sequence).
+type planCreation struct {
+	cmp     clientv3.Cmp
+	ops     []clientv3.Op
+	written func(applied bool)
+}
+
+// planCreation checks the record's size and prepares its creation
+// (CreatePlanRun, CreatePlanMove).
+func (d *Directory) planCreation(ctx context.Context, id string, data []byte, run Run) (planCreation, error) {
+	if len(data) > maxPlanBytes {
+		return planCreation{}, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalid, len(data), maxPlanBytes)
+	}
+	audit, written, err := d.auditOps(ctx, planAudit(id), AuditPlan)
+	if err != nil {
+		return planCreation{}, err
+	}
+	key := d.k.plan(id)
+	return planCreation{
+		cmp:     clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+		ops:     append(append(d.runOps(id, run), clientv3.OpPut(key, string(data))), audit...),
+		written: written,
+	}, nil
 }
 
 // UpdatePlan rewrites the plan stored under id with what edit returns for
