@@ -149,8 +149,6 @@ func (n *Node) clearSlot(ctx context.Context, s slots.Slot) error {
 // a snapshot batch after changes were applied, is ErrImportOrder. It refuses
 // a slot this node owns (ErrOwned): overwriting live data would lose writes.
 func (n *Node) ImportSnapshot(ctx context.Context, s slots.Slot, moveID string, b SnapshotBatch) (st ImportState, duplicate bool, err error) {
-	defer func() {
-	}()
 	err = n.checkImport(s, func(yield func([]byte) bool) {
 		for _, e := range b.Entries {
 			if !yield(e.Key) {
