@@ -109,7 +109,7 @@ chromium: ## install Debian's chromium (headless browser for the console's tests
 		{ apt-get -o DPkg::Lock::Timeout=300 update && apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=300 chromium; }; }
 
 hooks: ## install the git pre-commit hook that refuses binaries and files over 512 KiB
-	install -m 0755 scripts/githooks/pre-commit "$$(git rev-parse --git-common-dir)/hooks/pre-commit"
+	install -D -m 0755 scripts/githooks/pre-commit "$$(git rev-parse --git-common-dir)/hooks/pre-commit"
 
 clean: ## remove build output
 	rm -rf $(BIN) bench.txt
