@@ -107,7 +107,7 @@ type Map struct {
 	// patches are slots set by a redirect newer than version; they survive
 	// updates older than their own version (see WithOwner).
 	patches []patch
-	// owners is last: its table of recent changes holds no pointers, and
+	// owners is last: its table of recent slots holds no pointers, and
 	// the collector scans a Map only up to its last pointer.
 	owners ownerTable
 }
@@ -368,7 +368,9 @@ func (c *Map) nodeFor(owner, addr string) uint16 {
 // clone copies everything a derived map may change.
 func (m *Map) clone() *Map {
 	c := *m
-	c.owners.mine = false // the owner array is shared; set records changes in recent
+	// The owner array and the recent changes are shared; set records
+	// changes in a copy of the recent changes.
+	c.owners.mine, c.owners.rMine = false, false
 	// The node table is shared too; the full slice expression makes any
 	// append reallocate, and in-place writers clone it first.
 	c.nodes = m.nodes[:len(m.nodes):len(m.nodes)]
@@ -472,41 +474,51 @@ func isPlaceholder(id string) bool {
 
 // ownerTable holds the owner index of every slot: a flat array t, shared
 // between maps derived from one another, and a small table of the slots a
-// derived map changed over t (recentSlot, recentOwner), held in the Map
-// itself. A delta that moves a few slots copies the Map (1 KiB of recent
-// changes with it) instead of the 32 KiB array: with a thousand watchers
-// in one process, copying the array per watcher per commit was 78% of all
-// bytes allocated and what made the collections (notes/propagate.md). The
-// array is copied, the recent changes folded into it, only when a change
-// finds its place (s%recentLen) taken by another slot, or when a writer
-// sets every slot (own).
+// derived map changed over t (recentSlot, held in the Map, and their
+// owners r, shared until a derived map changes a slot). A delta that moves
+// a few slots copies the Map, 256 bytes of recent slots in it, and the
+// 256 bytes of their owners instead of the 32 KiB array; a delta that
+// moves none (a move begins or is fenced) copies the Map alone. With a
+// thousand watchers in one process, copying the array per watcher per
+// commit was 78% of all bytes allocated and what made the collections;
+// then a Map with 1 KiB of recent changes in it was half of what a client
+// allocated per change (service BenchmarkPropagation1000, alloc-MB/move).
+// The array is copied, the recent changes folded into it, only when a
+// change finds its place (s%recentLen) taken by another slot, or when a
+// writer sets every slot (own).
 //
 // Route reads t[s] and recentSlot[s%recentLen] side by side (both
 // addresses depend on the slot alone; the Map's fields load while the hash
-// is computed) and takes recentOwner only when the slot is there: a branch
-// that is almost never taken, so the owner waits on one load after the
-// hash, as with the flat array alone. (A table split into chunks behind
-// pointers waits on two loads in a row, and a conditional move on the
-// compare: both cost Route more, notes/sdkmap.md.)
+// is computed) and takes the owner from r only when the slot is there: a
+// branch that is almost never taken, so the owner waits on one load after
+// the hash, as with the flat array alone. (In BenchmarkRouteVsFloor, a
+// table split into chunks behind pointers waits on two loads in a row, a
+// conditional move waits on the compare, and the recent slots behind a
+// pointer as well cost a nil check and a load: each costs Route more.)
 //
 // Once a map is published its table is never written; set is only called
 // on a map being built.
 type ownerTable struct {
 	t *[slots.Count]uint16
+	// r[k] is slot recentSlot[k]'s owner, overriding t. It is never nil
+	// when an entry is in use.
+	r *[recentLen]uint16
 	// mine is true when t belongs to this table alone and may be written
-	// in place; every recent entry is then free.
-	mine bool
+	// in place; every recent entry is then free. rMine is true when r
+	// belongs to this table alone.
+	mine, rMine bool
 	// n is how many recent entries are in use.
 	n int
-	// recentOwner[k] is slot recentSlot[k]'s owner, overriding t, for the
-	// one slot s with s%recentLen == k that a derived map changed; a free
-	// entry's slot is free, which is no slot. Every table with an array has
-	// its entries set (own); a table without one has no owners.
-	recentSlot, recentOwner [recentLen]uint16
+	// recentSlot[k] is the one slot s with s%recentLen == k that a derived
+	// map changed; a free entry's slot is free, which is no slot. Every
+	// table with an array has its entries set (own); a table without one
+	// has no owners. Last: it holds no pointers, and the collector scans a
+	// Map only up to its last pointer.
+	recentSlot [recentLen]uint16
 }
 
 const (
-	recentLen = 256
+	recentLen = 128
 	free      = 0xffff
 )
 
@@ -516,7 +528,7 @@ func (t *ownerTable) at(s uint) uint16 {
 	s &= slots.Count - 1
 	o := t.t[s]
 	if k := s % recentLen; t.recentSlot[k] == uint16(s) {
-		o = t.recentOwner[k]
+		o = t.r[k]
 	}
 	return o
 }
@@ -538,14 +550,21 @@ func (t *ownerTable) set(s int, o uint16) {
 		t.own()[s] = o // another slot holds the place
 	case t.t[s] == o:
 		if rs != free {
-			t.recentSlot[k], t.recentOwner[k] = free, 0
+			t.recentSlot[k] = free
 			t.n--
 		}
 	default:
 		if rs == free {
 			t.n++
 		}
-		t.recentSlot[k], t.recentOwner[k] = uint16(s), o
+		if !t.rMine {
+			r := new([recentLen]uint16)
+			if t.r != nil {
+				*r = *t.r
+			}
+			t.r, t.rMine = r, true
+		}
+		t.recentSlot[k], t.r[k] = uint16(s), o
 	}
 }
 
@@ -562,16 +581,16 @@ func (t *ownerTable) own() *[slots.Count]uint16 {
 		flat = (*[slots.Count]uint16)(slices.Clone(t.t[:]))
 		for k, rs := range t.recentSlot {
 			if rs != free {
-				flat[rs&(slots.Count-1)] = t.recentOwner[k]
+				flat[rs&(slots.Count-1)] = t.r[k]
 			}
 		}
 	} else {
 		flat = new([slots.Count]uint16)
 	}
 	for k := range t.recentSlot {
-		t.recentSlot[k], t.recentOwner[k] = free, 0
+		t.recentSlot[k] = free
 	}
-	t.t, t.mine, t.n = flat, true, 0
+	t.t, t.r, t.mine, t.rMine, t.n = flat, nil, true, false, 0
 	return flat
 }
 

@@ -366,7 +366,7 @@ type item6Loops struct{ floor, ours loop }
 // into setup and main, the copies of the closures were not analysed for
 // inlining again (golang/go#81380) and called Route.Owner out of line on
 // every lookup, a cost of the bench's layout that no application pays
-// (Route/floor 1.31-1.48 -> 1.25-1.39 at 10 nodes, notes/sdkmap.md).
+// (Route/floor 1.31-1.48 -> 1.25-1.39 at 10 nodes).
 //
 //go:noinline
 func makeLoops(c *client.Client, keys [][]byte) item6Loops {
