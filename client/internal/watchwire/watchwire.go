@@ -211,7 +211,7 @@ func (d *Decoder) decodeOwner(b []byte, so *slotdv1.SlotOwner) bool {
 			}
 			b, slot = b[n:], uint32(v)
 		case num == ownerID && typ == protowire.BytesType:
-			s, n, ok := d.consumeString(b)
+			s, n, ok := d.consumeString(b, so.Owner)
 			if !ok {
 				return false
 			}
@@ -247,7 +247,14 @@ func (d *Decoder) decodeMigration(b []byte, mg *slotdv1.Migration) bool {
 				phase = slotdv1.MovePhase(int32(v))
 			}
 		case (num == migFrom || num == migTo || num == migMoveID) && typ == protowire.BytesType:
-			s, n, ok := d.consumeString(b)
+			prev := mg.MoveId
+			switch num {
+			case migFrom:
+				prev = mg.From
+			case migTo:
+				prev = mg.To
+			}
+			s, n, ok := d.consumeString(b, prev)
 			if !ok {
 				return false
 			}
@@ -269,14 +276,19 @@ func (d *Decoder) decodeMigration(b []byte, mg *slotdv1.Migration) bool {
 }
 
 // consumeString reads a length-delimited string field's value, returning
-// a string decoded before when it has the same bytes.
-func (d *Decoder) consumeString(b []byte) (string, int, bool) {
+// a string decoded before when it has the same bytes: prev, what the
+// reused message held in this field (a move's ids and nodes stay the same
+// from its begin to its commit), or one from strs.
+func (d *Decoder) consumeString(b []byte, prev string) (string, int, bool) {
 	v, n := protowire.ConsumeBytes(b)
 	if n < 0 {
 		return "", 0, false
 	}
 	if len(v) == 0 {
 		return "", n, true
+	}
+	if prev == string(v) {
+		return prev, n, true
 	}
 	if s, ok := d.strs[string(v)]; ok { // looks up without converting
 		return s, n, true
