@@ -159,3 +159,36 @@ func FuzzDecode(f *testing.F) {
 	var d Decoder // one for all inputs: reuse must not leak between them
 	f.Fuzz(func(t *testing.T, b []byte) { check(t, &d, b) })
 }
+
+// BenchmarkDecode decodes a commit's delta (one slot) and a fence's (one
+// move in flight) with a Decoder and with proto.Unmarshal into a new
+// message, as the client did before.
+func BenchmarkDecode(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		d    *slotdv1.MapDelta
+	}{
+		{"commit", &slotdv1.MapDelta{FromVersion: 7, Version: 8, Slots: []*slotdv1.SlotOwner{{Slot: 1000, Owner: "n2"}}}},
+		{"fence", &slotdv1.MapDelta{FromVersion: 8, Version: 9, Migrations: []*slotdv1.Migration{
+			{Slot: 1001, From: "n1", To: "n2", Phase: slotdv1.MovePhase_MOVE_PHASE_FENCED, MoveId: "mv-0123456789abcdef"}}}},
+	} {
+		buf := mustMarshal(b, delta(tc.d))
+		b.Run(tc.name+"/decoder", func(b *testing.B) {
+			var d Decoder
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := d.Decode(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(tc.name+"/proto", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := proto.Unmarshal(buf, new(slotdv1.WatchMapResponse)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
