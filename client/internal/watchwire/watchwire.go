@@ -131,56 +131,80 @@ func (d *Decoder) decodeFast(b []byte) (*slotdv1.WatchMapResponse, bool) {
 	return &d.resp, true
 }
 
+// field is one field of a message: its number and wire type, and its
+// value (v for a varint, body for a length-delimited field).
+type field struct {
+	num  protowire.Number
+	typ  protowire.Type
+	v    uint64
+	body []byte
+}
+
+// next consumes one varint or length-delimited field from b. ok is false
+// for bytes that do not parse and for other wire types (the fast path
+// decodes no field of those).
+func next(b []byte) (f field, rest []byte, ok bool) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return f, nil, false
+	}
+	b = b[n:]
+	f.num, f.typ = num, typ
+	switch typ {
+	case protowire.VarintType:
+		f.v, n = protowire.ConsumeVarint(b)
+	case protowire.BytesType:
+		f.body, n = protowire.ConsumeBytes(b)
+	default:
+		return f, nil, false
+	}
+	if n < 0 {
+		return f, nil, false
+	}
+	return f, b[n:], true
+}
+
+// fields calls fn with every field of b in order. It reports false when
+// fn refuses one or b does not parse.
+func fields(b []byte, fn func(f field) bool) bool {
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok || !fn(f) {
+			return false
+		}
+		b = rest
+	}
+	return true
+}
+
 func (d *Decoder) decodeDelta(b []byte) bool {
 	var from, version uint64
 	ns, nm := 0, 0
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
+	ok := fields(b, func(f field) bool {
 		switch {
-		case (num == deltaFrom || num == deltaVersion) && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return false
-			}
-			b = b[n:]
-			if num == deltaFrom {
-				from = v
-			} else {
-				version = v
-			}
-		case num == deltaSlots && typ == protowire.BytesType:
-			body, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return false
-			}
-			b = b[n:]
+		case f.num == deltaFrom && f.typ == protowire.VarintType:
+			from = f.v
+		case f.num == deltaVersion && f.typ == protowire.VarintType:
+			version = f.v
+		case f.num == deltaSlots && f.typ == protowire.BytesType:
 			if ns == len(d.slots) {
 				d.slots = append(d.slots, new(slotdv1.SlotOwner))
 			}
-			if !d.decodeOwner(body, d.slots[ns]) {
-				return false
-			}
 			ns++
-		case num == deltaMigrations && typ == protowire.BytesType:
-			body, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return false
-			}
-			b = b[n:]
+			return d.decodeOwner(f.body, d.slots[ns-1])
+		case f.num == deltaMigrations && f.typ == protowire.BytesType:
 			if nm == len(d.migs) {
 				d.migs = append(d.migs, new(slotdv1.Migration))
 			}
-			if !d.decodeMigration(body, d.migs[nm]) {
-				return false
-			}
 			nm++
+			return d.decodeMigration(f.body, d.migs[nm-1])
 		default:
 			return false // node changes, or a field this package does not know
 		}
+		return true
+	})
+	if !ok {
+		return false
 	}
 	d.delta.FromVersion, d.delta.Version = from, version
 	d.delta.Slots = nil
@@ -194,114 +218,82 @@ func (d *Decoder) decodeDelta(b []byte) bool {
 	return true
 }
 
+// decodeOwner decodes a SlotOwner into so, whose earlier value is only
+// read (to reuse its string).
 func (d *Decoder) decodeOwner(b []byte, so *slotdv1.SlotOwner) bool {
 	var slot uint32
-	var owner string
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
+	owner := ""
+	ok := fields(b, func(f field) bool {
+		ok := true
 		switch {
-		case num == ownerSlot && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return false
-			}
-			b, slot = b[n:], uint32(v)
-		case num == ownerID && typ == protowire.BytesType:
-			s, n, ok := d.consumeString(b, so.Owner)
-			if !ok {
-				return false
-			}
-			b, owner = b[n:], s
+		case f.num == ownerSlot && f.typ == protowire.VarintType:
+			slot = uint32(f.v)
+		case f.num == ownerID && f.typ == protowire.BytesType:
+			owner, ok = d.str(f.body, so.Owner)
 		default:
 			return false
 		}
+		return ok
+	})
+	if ok {
+		so.Slot, so.Owner = slot, owner
 	}
-	so.Slot, so.Owner = slot, owner
-	return true
+	return ok
 }
 
+// decodeMigration decodes a Migration into mg, whose earlier value is
+// only read (to reuse its strings).
 func (d *Decoder) decodeMigration(b []byte, mg *slotdv1.Migration) bool {
 	var slot uint32
 	var phase slotdv1.MovePhase
-	var from, to, id string
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
+	from, to, id := "", "", ""
+	ok := fields(b, func(f field) bool {
+		ok := true
 		switch {
-		case (num == migSlot || num == migPhase) && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return false
-			}
-			b = b[n:]
-			if num == migSlot {
-				slot = uint32(v)
-			} else {
-				phase = slotdv1.MovePhase(int32(v))
-			}
-		case (num == migFrom || num == migTo || num == migMoveID) && typ == protowire.BytesType:
-			prev := mg.MoveId
-			switch num {
-			case migFrom:
-				prev = mg.From
-			case migTo:
-				prev = mg.To
-			}
-			s, n, ok := d.consumeString(b, prev)
-			if !ok {
-				return false
-			}
-			b = b[n:]
-			switch num {
-			case migFrom:
-				from = s
-			case migTo:
-				to = s
-			default:
-				id = s
-			}
+		case f.num == migSlot && f.typ == protowire.VarintType:
+			slot = uint32(f.v)
+		case f.num == migPhase && f.typ == protowire.VarintType:
+			phase = slotdv1.MovePhase(int32(f.v))
+		case f.num == migFrom && f.typ == protowire.BytesType:
+			from, ok = d.str(f.body, mg.From)
+		case f.num == migTo && f.typ == protowire.BytesType:
+			to, ok = d.str(f.body, mg.To)
+		case f.num == migMoveID && f.typ == protowire.BytesType:
+			id, ok = d.str(f.body, mg.MoveId)
 		default:
 			return false
 		}
+		return ok
+	})
+	if ok {
+		mg.Slot, mg.From, mg.To, mg.Phase, mg.MoveId = slot, from, to, phase, id
 	}
-	mg.Slot, mg.From, mg.To, mg.Phase, mg.MoveId = slot, from, to, phase, id
-	return true
+	return ok
 }
 
-// consumeString reads a length-delimited string field's value, returning
-// a string decoded before when it has the same bytes: prev, what the
-// reused message held in this field (a move's ids and nodes stay the same
-// from its begin to its commit), or one from strs.
-func (d *Decoder) consumeString(b []byte, prev string) (string, int, bool) {
-	v, n := protowire.ConsumeBytes(b)
-	if n < 0 {
-		return "", 0, false
-	}
+// str returns a string field's value v as a string decoded before when it
+// has the same bytes: prev, what the reused message held in this field (a
+// move's ids and nodes stay the same from its begin to its commit), or one
+// from strs. ok is false for invalid UTF-8, which proto.Unmarshal reports.
+func (d *Decoder) str(v []byte, prev string) (s string, ok bool) {
 	if len(v) == 0 {
-		return "", n, true
+		return "", true
 	}
 	if prev == string(v) {
-		return prev, n, true
+		return prev, true
 	}
 	if s, ok := d.strs[string(v)]; ok { // looks up without converting
-		return s, n, true
+		return s, true
 	}
 	if !utf8.Valid(v) {
-		return "", 0, false // proto.Unmarshal reports it
+		return "", false
 	}
 	if d.strs == nil {
 		d.strs = make(map[string]string, internLen)
 	} else if len(d.strs) >= internLen {
 		clear(d.strs)
 	}
-	s := string(v)
+	s = string(v)
 	d.strs[s] = s
-	return s, n, true
+	return s, true
 }
