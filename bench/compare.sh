@@ -51,8 +51,8 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ 
 	echo "(bench/go.mod), so the main module never depends on them."
 	echo
 	echo "**Machine load:** the 1-minute load average was $start_load when measuring started (after waiting ${LOAD_WAITED}s for it"
-	echo "to drop to ${BENCH_MAX_LOAD:-3} or less); each section below notes the load at its start. Other engineers' tests"
-	echo "were running on the same 2 cores, so every figure here is slower than on an idle machine, and the"
+	echo "to drop to ${BENCH_MAX_LOAD:-3} or less); each section below notes the load at its start. The cores are a"
+	echo "VM's, shared with whatever else runs on its host and with any of our own work running then, so every figure here is slower and noisier than on an idle machine, and the"
 	echo "Redis and slotd runs of one row were measured a few seconds to minutes apart, under whatever load there was."
 	echo
 	"$GO" run ./cmd/routing -rounds 7 -benchtime 250ms
