@@ -763,3 +763,57 @@ func BenchmarkApplyMoveInFlight(b *testing.B) {
 		}
 	}
 }
+
+// TestDiffRandom diffs random pairs of maps whose node tables differ in
+// every way a directory's can (nodes appended, removed, reordered,
+// changed) and whose owners differ in a few slots or many: the delta
+// names exactly the slots whose owner changed, and applying it gives the
+// second map.
+func TestDiffRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := range 300 {
+		nodes := testNodes(2 + r.IntN(8))
+		a := testMap(t, 10, nodes, uint64(i))
+		next := slices.Clone(nodes)
+		switch r.IntN(5) {
+		case 0: // unchanged
+		case 1:
+			next = append(next, Node{ID: fmt.Sprintf("new-%d", i), Addr: "10.9.9.9:7500"})
+		case 2:
+			next = slices.Delete(next, 0, 1)
+		case 3:
+			r.Shuffle(len(next), func(x, y int) { next[x], next[y] = next[y], next[x] })
+		case 4:
+			next[r.IntN(len(next))].Addr = "10.8.8.8:7600"
+		}
+		owners := make([]string, slots.Count)
+		moves := r.IntN(3) * r.IntN(200)
+		for s := range owners {
+			owners[s] = a.OwnerID(slots.MustNew(s))
+			if !slices.ContainsFunc(next, func(n Node) bool { return n.ID == owners[s] }) || r.IntN(slots.Count) < moves {
+				owners[s] = next[r.IntN(len(next))].ID
+			}
+		}
+		b, err := New(Snapshot{Version: 11, ClusterID: "c1", Nodes: next, Owners: owners})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := Diff(a, b)
+		var want []uint32
+		for s := range slots.Count {
+			if a.OwnerID(slots.MustNew(s)) != owners[s] {
+				want = append(want, uint32(s))
+			}
+		}
+		var got []uint32
+		for _, so := range d.GetSlots() {
+			got = append(got, so.GetSlot())
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("pair %d: delta names %d slots, want the %d whose owner changed", i, len(got), len(want))
+		}
+		if m, err := a.Apply(d); err != nil || !m.Equal(b) {
+			t.Fatalf("pair %d: Apply(Diff(a, b)) = %v, equal %v; want b", i, err, err == nil && m.Equal(b))
+		}
+	}
+}
