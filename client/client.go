@@ -457,7 +457,7 @@ func (c *Client) watchOnce(ctx context.Context, ep int) (progressed bool, err er
 	}
 	// Updates are received as bytes and decoded by a Decoder that reuses
 	// its messages (watchwire): every change reaches every watcher, and
-	// decoding each into new messages was a third of what a client
+	// decoding each into new messages was a fifth of what a client
 	// allocated per change.
 	stream, err := c.dirs[ep].WatchMap(sctx, &slotdv1.WatchMapRequest{KnownVersion: known}, grpc.ForceCodecV2(watchCodec))
 	if err != nil {

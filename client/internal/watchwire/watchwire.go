@@ -4,7 +4,7 @@
 //
 // Every watcher decodes every map change, and with many watchers in one
 // process (slotd's propagation benchmark runs 1,000) decoding into fresh
-// messages was a third of what a client allocated per change. A Decoder
+// messages was a fifth of what a client allocated per change. A Decoder
 // reuses its messages and looks the strings an update names (node ids,
 // move ids) up among the ones it decoded before, so a delta that names
 // known nodes allocates nothing. Anything else, a full map, a delta that
