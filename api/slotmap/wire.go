@@ -121,19 +121,20 @@ func Diff(from, to *Map) *slotdv1.MapDelta {
 		kept = kept && from.nodes[i].ID == to.nodes[i].ID
 		xl[i] = i
 	}
-	if kept {
-		for i, n := range to.nodes {
-			if i >= len(from.nodes) || from.nodes[i] != n {
-				d.Nodes = append(d.Nodes, nodeProto(n))
-			}
+	var fromIdx, toIdx map[string]int
+	if !kept {
+		fromIdx, toIdx = from.ids(), to.ids()
+	}
+	for j, n := range to.nodes {
+		i, ok := j, j < len(from.nodes) // where n was in from
+		if !kept {
+			i, ok = fromIdx[n.ID]
 		}
-	} else {
-		fromIdx, toIdx := from.ids(), to.ids()
-		for _, n := range to.nodes {
-			if i, ok := fromIdx[n.ID]; !ok || from.nodes[i] != n {
-				d.Nodes = append(d.Nodes, nodeProto(n))
-			}
+		if !ok || from.nodes[i] != n {
+			d.Nodes = append(d.Nodes, nodeProto(n))
 		}
+	}
+	if !kept {
 		for i, n := range from.nodes {
 			j, ok := toIdx[n.ID]
 			if !ok {

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -35,7 +36,7 @@ type Frame struct{ B []byte }
 type Codec struct{ proto encoding.CodecV2 }
 
 // NewCodec returns the codec, over the registered proto codec.
-func NewCodec() Codec { return Codec{proto: encoding.GetCodecV2("proto")} }
+func NewCodec() Codec { return Codec{proto: encoding.GetCodecV2(grpcproto.Name)} }
 
 // Marshal encodes v with the proto codec.
 func (c Codec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
@@ -57,7 +58,7 @@ func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 // Name is the proto codec's: the call's content-subtype stays "proto".
-func (c Codec) Name() string { return "proto" }
+func (c Codec) Name() string { return grpcproto.Name }
 
 // Field numbers of the messages the fast path decodes (api/slotdv1).
 const (
