@@ -70,6 +70,18 @@ func testCancelThenRollbackExact(t *testing.T, parallelism int) {
 				once.Do(func() { close(reached) })
 			}
 		})
+		// The plan cannot end before the cancel lands, however fast its
+		// other moves are: the export of its last move waits for it.
+		last := uint32(p.Moves[len(p.Moves)-1].Slot)
+		release := make(chan struct{})
+		releaseOnce := sync.OnceFunc(func() { close(release) })
+		defer releaseOnce() // a failed round must not leave a handler waiting
+		hold := func(_ string, slot uint32, start bool) {
+			if start && slot == last {
+				<-release
+			}
+		}
+		c.onExport.Store(&hold)
 		if _, err := ctl.Apply(c.ctx, p.ID, "test"); err != nil {
 			t.Fatal(err)
 		}
@@ -82,6 +94,8 @@ func testCancelThenRollbackExact(t *testing.T, parallelism int) {
 		if _, err := ctl.Cancel(c.ctx, p.ID, "test"); err != nil {
 			t.Fatalf("round %d: cancel: %v", round, err)
 		}
+		c.onExport.Store(nil)
+		releaseOnce()
 		rb, err := ctl.Rollback(c.ctx, p.ID, "test", "")
 		if err != nil {
 			t.Fatalf("round %d: rollback: %v", round, err)

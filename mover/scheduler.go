@@ -214,6 +214,17 @@ func (e *Executor) step(ctx context.Context) (bool, error) {
 	if len(active.nextN(1)) == 0 {
 		return true, e.finish(ctx, active)
 	}
+	if snap.Version < active.BaseVersion {
+		// The watched table is older than the one the plan was made on
+		// (a rollback stored right after the commits it reverses): its
+		// moves are decided on a fresh read, or a slot the plan moves back
+		// would look as if it had never left, and its move be skipped.
+		fresh, err := e.dir.Snapshot(ctx)
+		if err != nil {
+			return false, err
+		}
+		snap = fresh
+	}
 	pr := active.Progress()
 	e.m.bytesRemaining.Set(float64(max(pr.Bytes-pr.BytesDone, 0)))
 	g := e.guardPlan(ctx, active)
