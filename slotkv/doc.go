@@ -30,7 +30,7 @@
 //	srv, err := slotkv.Open(slotkv.Config{ID: "kv-1", DataDir: dir, Map: m})
 //	if err != nil { ... }
 //	defer srv.Close()
-//	g := grpc.NewServer()
+//	g := grpc.NewServer(srv.ServerOptions()...)
 //	srv.Register(g) // KV + slotd.v1.Store
 //	go srv.Run(ctx)
 //	go g.Serve(lis)

@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+
+	"github.com/slotd/slotd/client/node"
 )
 
 // rpcMetrics counts and times the node's gRPC calls. Labels are bounded:
@@ -48,17 +50,18 @@ func (m *rpcMetrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	return err
 }
 
-// ServerOptions returns the gRPC server options slotkv wants: its request
-// metrics, and receive windows that take a move's import batches (up to
+// ServerOptions returns the gRPC server options slotkv wants: the node
+// library's (imports read in place), its request metrics, and receive
+// windows that take a move's import batches (up to
 // 4 MiB each, two in flight) without a window update every 16 KiB; pass
 // them to grpc.NewServer.
 func (s *Server) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	return append(node.ServerOptions(),
 		grpc.ChainUnaryInterceptor(s.rpc.unary),
 		grpc.ChainStreamInterceptor(s.rpc.stream),
 		grpc.InitialWindowSize(importWindow),
-		grpc.InitialConnWindowSize(2 * importWindow),
-	}
+		grpc.InitialConnWindowSize(2*importWindow),
+	)
 }
 
 // importWindow is the HTTP/2 receive window of one stream. gRPC's default

@@ -38,7 +38,8 @@
 //	if err != nil { ... }
 //	defer n.Close()
 //	go n.Run(ctx)
-//	n.RegisterStore(grpcServer) // the mover's protocol
+//	grpcServer := grpc.NewServer(node.ServerOptions()...) // imports read in place
+//	n.RegisterStore(grpcServer)                            // the mover's protocol
 //
 //	// In the store's own Put handler:
 //	err = n.Write(ctx, key, func() ([]node.Mutation, error) {

@@ -20,9 +20,10 @@ type storeServer struct {
 var _ slotdv1.StoreServer = (*storeServer)(nil)
 
 // RegisterStore registers the node's slotd.v1.Store service (the migration
-// protocol the mover calls) on a gRPC server.
+// protocol the mover calls) on a gRPC server. A server made with
+// ServerOptions reads imports in place.
 func (n *Node) RegisterStore(s grpc.ServiceRegistrar) {
-	slotdv1.RegisterStoreServer(s, &storeServer{n: n})
+	s.RegisterService(&storeServiceDesc, &storeServer{n: n})
 }
 
 func slotOf(n uint32) (slots.Slot, error) {
@@ -178,6 +179,10 @@ func (x *storeServer) Import(ctx context.Context, req *slotdv1.ImportRequest) (*
 	default:
 		return nil, StatusError(fmt.Errorf("%w: import carries no batch", errBadRequest))
 	}
+	return importResponse(st, dup, err)
+}
+
+func importResponse(st ImportState, dup bool, err error) (*slotdv1.ImportResponse, error) {
 	if err != nil {
 		return nil, StatusError(err)
 	}

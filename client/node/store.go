@@ -41,6 +41,9 @@ type Store interface {
 
 	// Apply applies the mutations in order, atomically if the store can.
 	// Applying the same batch twice must leave the same state as once.
+	// The batch's keys and values are valid only until Apply returns (an
+	// import's point into the buffer its request was received in): a
+	// store that keeps one afterwards keeps a copy.
 	Apply(ctx context.Context, slot slots.Slot, batch []Mutation) error
 
 	// DeleteSlot deletes up to maxKeys of the slot's keys and reports whether
