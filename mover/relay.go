@@ -13,6 +13,7 @@ import (
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/auth"
+	"github.com/slotd/slotd/internal/bufpool"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -98,8 +99,9 @@ func (c relayCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return c.proto.Unmarshal(data, v)
 	}
 	// One contiguous buffer (a reference, not a copy, when gRPC received
-	// the message in one piece) so that keys can be hashed where they lie.
-	b.buf = data.MaterializeToBuffer(mem.DefaultBufferPool())
+	// the message in one piece) so that keys can be hashed where they lie,
+	// from a pool that keeps batch-sized buffers (bufpool).
+	b.buf = data.MaterializeToBuffer(bufpool.Overwritten)
 	return nil
 }
 
