@@ -209,8 +209,8 @@ func printMoveTarget(w io.Writer, name string, ours, redis time.Duration, p int,
 	fmt.Fprintf(w, "\nTarget (issue 19 item 3): one slot of %s, ours durable, at least %.1fx faster than Redis's best, i.e. ours <= %s against Redis's %s (P=%d) in this run. "+
 		"Measured: %s (median of %s), ratio %s: %s. "+
 		"How the copy runs: the mover relays each export batch to the target as the bytes the source encoded (every key still checked against the slot, in place; no decode and re-encode in the mover), "+
-		"export batches that wait while the target is busy go in one import of up to 4 MiB (the target's receive limit; fewer commits and fsyncs on a durable target), two imports are in flight (the next one's transfer and decoding on the target overlap the current one's commit; the target applies them in order), and slotkv commits an import batch at once (not after bbolt's 1 ms group-commit wait) and clears the slot before the first batch without a commit when it holds nothing. "+
-		"Package benchmarks: `SLOTD_BENCH_SYNC=1 go test -run '^$' -bench MoveThroughput ./mover`, `go test -run '^$' -bench 'Export|Import' ./slotkv`.\n",
+		"export batches that wait while the target is busy go in one import of up to 4 MiB (the target's receive limit; fewer commits and fsyncs on a durable target), two imports are in flight (the next one's transfer and decoding on the target overlap the current one's commit; the target applies them in order), the target reads an import's entries in place (views of the received buffer handed to the store, no decode into messages; `node.ServerOptions`), and slotkv commits an import batch at once (not after bbolt's 1 ms group-commit wait) and clears the slot before the first batch without a commit when it holds nothing. "+
+		"Package benchmarks: `SLOTD_BENCH_SYNC=1 go test -run '^$' -bench MoveThroughput ./mover`, `go test -run '^$' -bench 'Export|Import' ./slotkv`, `go test -run '^$' -bench ImportDecode ./client/node`.\n",
 		name, moveTargetRatio, fmtDur(time.Duration(float64(redis)/moveTargetRatio)), fmtDur(redis), p,
 		fmtDur(ours), strings.Join(each, ", "), ratio(redis.Seconds(), ours.Seconds()), met)
 }
