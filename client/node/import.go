@@ -103,7 +103,12 @@ func (n *Node) ImportStatus(s slots.Slot, moveID string) ImportState {
 
 func (n *Node) checkImport(s slots.Slot, keys func(yield func([]byte) bool)) error {
 	if o, ok := n.cfg.Map.Owner(s); ok && o.ID == n.cfg.ID {
-		return fmt.Errorf("%w: refusing to import into slot %d at map version %d", ErrOwned, s.Int(), o.Version)
+		// Refused, and retryable: a mover begins a move only to a node
+		// the directory says does not own the slot, so this node's map is
+		// most likely behind (a slot moved away from it and straight
+		// back, as a rollback does). The import is refused either way;
+		// the mover tries again once the map has caught up.
+		return fmt.Errorf("%w: refusing to import into slot %d, which this node's map (version %d) gives to it (%w)", ErrOwned, s.Int(), o.Version, ErrMapBehind)
 	}
 	for k := range keys {
 		if len(k) == 0 {

@@ -7,6 +7,9 @@ import (
 	"runtime"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/slotd/slotd/slots"
 )
 
@@ -114,5 +117,34 @@ func TestImportAfterPrevious(t *testing.T) {
 			n := newTestNode(t, st, m, t.TempDir())
 			tc.run(t, n, st)
 		})
+	}
+}
+
+// TestImportIntoOwnedSlot: a node refuses an import into a slot its map
+// gives to it, and says so as retryable (Unavailable): the mover begins a
+// move only to a node the directory says does not own the slot, so the
+// node's map is behind and the mover tries again once it caught up.
+func TestImportIntoOwnedSlot(t *testing.T) {
+	st := newMemStore()
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1") // a owns everything
+	n := newTestNode(t, st, m, t.TempDir())
+	key := []byte("{owned}:1")
+	s := slots.ForKey(key)
+	_, _, err := n.ImportSnapshot(context.Background(), s, "m1", SnapshotBatch{BatchSeq: 1, Done: true,
+		Entries: []Entry{{Key: key, Value: []byte("v")}}})
+	if !errors.Is(err, ErrOwned) || !errors.Is(err, ErrMapBehind) {
+		t.Fatalf("import into an owned slot: %v, want ErrOwned and ErrMapBehind", err)
+	}
+	if got := status.Code(StatusError(err)); got != codes.Unavailable {
+		t.Errorf("status %v, want Unavailable", got)
+	}
+	if len(st.data[s]) != 0 {
+		t.Errorf("the refused import wrote %d keys", len(st.data[s]))
+	}
+	m.SetAll("b", "127.0.0.1:2") // the map catches up
+	if _, _, err := n.ImportSnapshot(context.Background(), s, "m1", SnapshotBatch{BatchSeq: 1, Done: true,
+		Entries: []Entry{{Key: key, Value: []byte("v")}}}); err != nil {
+		t.Fatalf("import once the map caught up: %v", err)
 	}
 }
