@@ -115,6 +115,10 @@ func errMalformed(s slots.Slot, what string, at int) error {
 // against slot s (the checkKeys of a decoded batch, with its message),
 // counts keys and bytes, and notes the entries' byte range and the scalar
 // fields. Unknown fields are skipped and not forwarded.
+//
+// It and entryKey walk the fields with protowire's calls, which inline
+// here, and not with internal/wirefield's Next, which does not: a call per
+// field made BenchmarkRelayScan 70% slower (27 to 46 µs per MiB).
 func (b *rawBatch) scan(s slots.Slot) error {
 	data := b.buf.ReadOnlyData()
 	b.entries = [2]int{-1, -1}

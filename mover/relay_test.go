@@ -262,3 +262,25 @@ func TestRelayPipelinesOnlyWhenTargetWaits(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkRelayScan: the relay's walk of one export batch of about 1 MiB
+// (1,000 entries of 1 KiB values), which hashes every key to check its slot.
+func BenchmarkRelayScan(b *testing.B) {
+	keys := keysInSlots(map[int]bool{77: true}, 1000)
+	batch := &slotdv1.ExportBatch{Slot: 77, Cursor: []byte{1, 'k'}, SnapshotSeq: 9}
+	for _, k := range keys {
+		batch.Entries = append(batch.Entries, &slotdv1.Entry{Key: k, Value: bytes.Repeat([]byte{'v'}, 1024)})
+	}
+	data, err := proto.Marshal(batch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		raw := &rawBatch{buf: mem.SliceBuffer(data)}
+		if err := raw.scan(slots.MustNew(77)); err != nil || raw.keys != len(keys) {
+			b.Fatalf("scan: %d keys, %v", raw.keys, err)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/internal/bufpool"
+	"github.com/slotd/slotd/internal/wirefield"
 )
 
 // The import path in place: a snapshot batch's keys and values are read
@@ -117,24 +118,24 @@ const (
 func (r *importRequest) parse(b []byte) bool {
 	var seen uint8
 	var snap []byte
-	for len(b) > 0 {
-		f, ok := nextField(&b)
-		if !ok || f.num > reqSnapshot || seen&(1<<f.num) != 0 {
+	ok := wirefield.Each(b, func(f wirefield.Field) bool {
+		if f.Num > reqSnapshot || seen&(1<<f.Num) != 0 {
 			return false
 		}
-		seen |= 1 << f.num
+		seen |= 1 << f.Num
 		switch {
-		case f.num == reqSlot && f.varint:
-			r.slot = uint32(f.v)
-		case f.num == reqMoveID && !f.varint && utf8.Valid(f.body):
-			r.moveID = string(f.body)
-		case f.num == reqSnapshot && !f.varint:
-			snap = f.body
+		case f.Num == reqSlot && f.Type == protowire.VarintType:
+			r.slot = uint32(f.V)
+		case f.Num == reqMoveID && f.Type == protowire.BytesType && utf8.Valid(f.Body):
+			r.moveID = string(f.Body)
+		case f.Num == reqSnapshot && f.Type == protowire.BytesType:
+			snap = f.Body
 		default:
 			return false
 		}
-	}
-	if snap == nil {
+		return true
+	})
+	if !ok || snap == nil {
 		return false
 	}
 	r.fast = true
@@ -142,14 +143,17 @@ func (r *importRequest) parse(b []byte) bool {
 }
 
 func (r *importRequest) parseSnapshot(b []byte) bool {
-	// Count the entries first so that they take one allocation.
+	// Count the entries first so that they take one allocation. Both
+	// loops are written out, not wirefield.Each: they run for every entry
+	// (see parseEntry).
 	n := 0
 	for rest := b; len(rest) > 0; {
-		f, ok := nextField(&rest)
-		if !ok {
+		f, m := wirefield.Next(rest)
+		if m < 0 {
 			return false
 		}
-		if f.num == snapEntries {
+		rest = rest[m:]
+		if f.Num == snapEntries {
 			n++
 		}
 	}
@@ -157,29 +161,31 @@ func (r *importRequest) parseSnapshot(b []byte) bool {
 	sb.Entries = make([]Entry, 0, n)
 	var seen uint8
 	for len(b) > 0 {
-		f, _ := nextField(&b)
-		if f.num < 1 || f.num > snapAfterPrevious || f.num != snapEntries && seen&(1<<f.num) != 0 {
+		f, m := wirefield.Next(b) // parsed above
+		b = b[m:]
+		if f.Num > snapAfterPrevious || f.Num != snapEntries && seen&(1<<f.Num) != 0 {
 			return false
 		}
-		seen |= 1 << f.num
+		seen |= 1 << f.Num
+		varint, body := f.Type == protowire.VarintType, f.Type == protowire.BytesType
 		switch {
-		case f.num == snapBatchSeq && f.varint:
-			sb.BatchSeq = f.v
-		case f.num == snapEntries && !f.varint:
-			e, ok := parseEntry(f.body)
+		case f.Num == snapBatchSeq && varint:
+			sb.BatchSeq = f.V
+		case f.Num == snapEntries && body:
+			e, ok := parseEntry(f.Body)
 			if !ok {
 				return false
 			}
 			sb.Entries = append(sb.Entries, e)
-		case f.num == snapCursor && !f.varint:
+		case f.Num == snapCursor && body:
 			// Kept in the import state after the request: a copy.
-			sb.Cursor = bytes.Clone(f.body)
-		case f.num == snapSnapshotSeq && f.varint:
-			sb.SnapshotSeq = f.v
-		case f.num == snapDone && f.varint:
-			sb.Done = f.v != 0
-		case f.num == snapAfterPrevious && f.varint:
-			sb.AfterPrevious = f.v != 0
+			sb.Cursor = bytes.Clone(f.Body)
+		case f.Num == snapSnapshotSeq && varint:
+			sb.SnapshotSeq = f.V
+		case f.Num == snapDone && varint:
+			sb.Done = f.V != 0
+		case f.Num == snapAfterPrevious && varint:
+			sb.AfterPrevious = f.V != 0
 		default:
 			return false
 		}
@@ -188,55 +194,26 @@ func (r *importRequest) parseSnapshot(b []byte) bool {
 }
 
 func parseEntry(b []byte) (e Entry, ok bool) {
+	// A loop of its own, not wirefield.Each: with a closure call per
+	// field, here and in parseSnapshot, BenchmarkImportDecode took 7%
+	// longer.
 	var seen uint8
 	for len(b) > 0 {
-		f, ok := nextField(&b)
-		if !ok || f.varint || f.num < entryKey || f.num > entryValue || seen&(1<<f.num) != 0 {
+		f, n := wirefield.Next(b)
+		if n < 0 || f.Type != protowire.BytesType || f.Num < entryKey || f.Num > entryValue || seen&(1<<f.Num) != 0 {
 			return e, false
 		}
-		seen |= 1 << f.num
+		b = b[n:]
+		seen |= 1 << f.Num
 		// Capacity clipped: an append to one cannot reach the next.
-		if f.num == entryKey {
-			e.Key = f.body[:len(f.body):len(f.body)]
+		if f.Num == entryKey {
+			e.Key = f.Body[:len(f.Body):len(f.Body)]
 		} else {
-			e.Value = f.body[:len(f.body):len(f.body)]
+			e.Value = f.Body[:len(f.Body):len(f.Body)]
 		}
 	}
 	// proto3 leaves an absent bytes field empty; so does this.
 	return e, true
-}
-
-// wireField is one varint or length-delimited field.
-type wireField struct {
-	num    protowire.Number
-	varint bool
-	v      uint64
-	body   []byte
-}
-
-// nextField consumes one field from *b. ok is false for bytes that do not
-// parse and for wire types no field of these messages has.
-func nextField(b *[]byte) (f wireField, ok bool) {
-	num, typ, n := protowire.ConsumeTag(*b)
-	if n < 0 {
-		return f, false
-	}
-	rest := (*b)[n:]
-	f.num = num
-	switch typ {
-	case protowire.VarintType:
-		f.varint = true
-		f.v, n = protowire.ConsumeVarint(rest)
-	case protowire.BytesType:
-		f.body, n = protowire.ConsumeBytes(rest)
-	default:
-		return f, false
-	}
-	if n < 0 {
-		return f, false
-	}
-	*b = rest[n:]
-	return f, true
 }
 
 // importHandler is the Import method's gRPC handler: the generated one,

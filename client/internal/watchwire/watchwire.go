@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/internal/wirefield"
 )
 
 // Frame holds one response's bytes as received. Pass a *Frame to a
@@ -116,15 +117,11 @@ func (d *Decoder) Decode(b []byte) (*slotdv1.WatchMapResponse, error) {
 // decodeFast decodes a response holding exactly one delta of the common
 // shape, reporting false for anything else.
 func (d *Decoder) decodeFast(b []byte) (*slotdv1.WatchMapResponse, bool) {
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 || num != respDelta || typ != protowire.BytesType {
-		return nil, false
+	f, n := wirefield.Next(b)
+	if n != len(b) || f.Num != respDelta || f.Type != protowire.BytesType {
+		return nil, false // malformed, another field, or another field follows
 	}
-	body, m := protowire.ConsumeBytes(b[n:])
-	if m < 0 || n+m != len(b) {
-		return nil, false // malformed, or another field follows
-	}
-	if !d.decodeDelta(body) {
+	if !d.decodeDelta(f.Body) {
 		return nil, false
 	}
 	d.oneof.Delta = &d.delta
@@ -132,73 +129,27 @@ func (d *Decoder) decodeFast(b []byte) (*slotdv1.WatchMapResponse, bool) {
 	return &d.resp, true
 }
 
-// field is one field of a message: its number and wire type, and its
-// value (v for a varint, body for a length-delimited field).
-type field struct {
-	num  protowire.Number
-	typ  protowire.Type
-	v    uint64
-	body []byte
-}
-
-// next consumes one varint or length-delimited field from b. ok is false
-// for bytes that do not parse and for other wire types (the fast path
-// decodes no field of those).
-func next(b []byte) (f field, rest []byte, ok bool) {
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 {
-		return f, nil, false
-	}
-	b = b[n:]
-	f.num, f.typ = num, typ
-	switch typ {
-	case protowire.VarintType:
-		f.v, n = protowire.ConsumeVarint(b)
-	case protowire.BytesType:
-		f.body, n = protowire.ConsumeBytes(b)
-	default:
-		return f, nil, false
-	}
-	if n < 0 {
-		return f, nil, false
-	}
-	return f, b[n:], true
-}
-
-// fields calls fn with every field of b in order. It reports false when
-// fn refuses one or b does not parse.
-func fields(b []byte, fn func(f field) bool) bool {
-	for len(b) > 0 {
-		f, rest, ok := next(b)
-		if !ok || !fn(f) {
-			return false
-		}
-		b = rest
-	}
-	return true
-}
-
 func (d *Decoder) decodeDelta(b []byte) bool {
 	var from, version uint64
 	ns, nm := 0, 0
-	ok := fields(b, func(f field) bool {
+	ok := wirefield.Each(b, func(f wirefield.Field) bool {
 		switch {
-		case f.num == deltaFrom && f.typ == protowire.VarintType:
-			from = f.v
-		case f.num == deltaVersion && f.typ == protowire.VarintType:
-			version = f.v
-		case f.num == deltaSlots && f.typ == protowire.BytesType:
+		case f.Num == deltaFrom && f.Type == protowire.VarintType:
+			from = f.V
+		case f.Num == deltaVersion && f.Type == protowire.VarintType:
+			version = f.V
+		case f.Num == deltaSlots && f.Type == protowire.BytesType:
 			if ns == len(d.slots) {
 				d.slots = append(d.slots, new(slotdv1.SlotOwner))
 			}
 			ns++
-			return d.decodeOwner(f.body, d.slots[ns-1])
-		case f.num == deltaMigrations && f.typ == protowire.BytesType:
+			return d.decodeOwner(f.Body, d.slots[ns-1])
+		case f.Num == deltaMigrations && f.Type == protowire.BytesType:
 			if nm == len(d.migs) {
 				d.migs = append(d.migs, new(slotdv1.Migration))
 			}
 			nm++
-			return d.decodeMigration(f.body, d.migs[nm-1])
+			return d.decodeMigration(f.Body, d.migs[nm-1])
 		default:
 			return false // node changes, or a field this package does not know
 		}
@@ -224,13 +175,13 @@ func (d *Decoder) decodeDelta(b []byte) bool {
 func (d *Decoder) decodeOwner(b []byte, so *slotdv1.SlotOwner) bool {
 	var slot uint32
 	owner := ""
-	ok := fields(b, func(f field) bool {
+	ok := wirefield.Each(b, func(f wirefield.Field) bool {
 		ok := true
 		switch {
-		case f.num == ownerSlot && f.typ == protowire.VarintType:
-			slot = uint32(f.v)
-		case f.num == ownerID && f.typ == protowire.BytesType:
-			owner, ok = d.str(f.body, so.Owner)
+		case f.Num == ownerSlot && f.Type == protowire.VarintType:
+			slot = uint32(f.V)
+		case f.Num == ownerID && f.Type == protowire.BytesType:
+			owner, ok = d.str(f.Body, so.Owner)
 		default:
 			return false
 		}
@@ -248,19 +199,19 @@ func (d *Decoder) decodeMigration(b []byte, mg *slotdv1.Migration) bool {
 	var slot uint32
 	var phase slotdv1.MovePhase
 	from, to, id := "", "", ""
-	ok := fields(b, func(f field) bool {
+	ok := wirefield.Each(b, func(f wirefield.Field) bool {
 		ok := true
 		switch {
-		case f.num == migSlot && f.typ == protowire.VarintType:
-			slot = uint32(f.v)
-		case f.num == migPhase && f.typ == protowire.VarintType:
-			phase = slotdv1.MovePhase(int32(f.v))
-		case f.num == migFrom && f.typ == protowire.BytesType:
-			from, ok = d.str(f.body, mg.From)
-		case f.num == migTo && f.typ == protowire.BytesType:
-			to, ok = d.str(f.body, mg.To)
-		case f.num == migMoveID && f.typ == protowire.BytesType:
-			id, ok = d.str(f.body, mg.MoveId)
+		case f.Num == migSlot && f.Type == protowire.VarintType:
+			slot = uint32(f.V)
+		case f.Num == migPhase && f.Type == protowire.VarintType:
+			phase = slotdv1.MovePhase(int32(f.V))
+		case f.Num == migFrom && f.Type == protowire.BytesType:
+			from, ok = d.str(f.Body, mg.From)
+		case f.Num == migTo && f.Type == protowire.BytesType:
+			to, ok = d.str(f.Body, mg.To)
+		case f.Num == migMoveID && f.Type == protowire.BytesType:
+			id, ok = d.str(f.Body, mg.MoveId)
 		default:
 			return false
 		}
