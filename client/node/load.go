@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -263,21 +262,8 @@ func (n *Node) refreshSizes(ctx context.Context, now time.Time, owned *slots.Set
 	}
 	start := time.Now() // the pass's real cost, whatever the injected clock says
 	var keys, bytes [slots.Count]int64
-	if sz, ok := n.store.(SlotSizer); ok {
-		err := sz.SlotSizes(ctx, func(s slots.Slot, k, b int64) {
-			keys[s.Int()], bytes[s.Int()] = k, b
-		})
-		if err != nil {
-			return fmt.Errorf("node: slot sizes: %w", err)
-		}
-	} else {
-		for s := range owned.All() {
-			k, b, err := n.store.SlotSize(ctx, s)
-			if err != nil {
-				return fmt.Errorf("node: size of slot %d: %w", s.Int(), err)
-			}
-			keys[s.Int()], bytes[s.Int()] = k, b
-		}
+	if err := n.slotSizes(ctx, owned, &keys, &bytes); err != nil {
+		return err
 	}
 	t.keys, t.bytes, t.sizedAt = keys, bytes, now
 	t.sizeWait = min(max(sizeCost*time.Since(start), sizeMinEvery), sizeMaxEvery)

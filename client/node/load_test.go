@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -376,5 +378,92 @@ func TestLoadSizesPaced(t *testing.T) {
 	clock.advance(sizeMaxEvery)
 	if k := keys(); k != 2 {
 		t.Fatalf("after %v: %d keys, want 2", sizeMaxEvery, k)
+	}
+}
+
+// sizerStore is a memStore that is a SlotSizer and counts its SlotSize
+// calls.
+type sizerStore struct {
+	*memStore
+	slotSizeCalls atomic.Int64
+}
+
+func (s *sizerStore) SlotSize(ctx context.Context, sl slots.Slot) (int64, int64, error) {
+	s.slotSizeCalls.Add(1)
+	return s.memStore.SlotSize(ctx, sl)
+}
+
+func (s *sizerStore) SlotSizes(ctx context.Context, fn func(sl slots.Slot, keys, bytes int64)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range slots.Count {
+		sl := slots.MustNew(i)
+		var k, b int64
+		for key, v := range s.data[sl] {
+			k++
+			b += int64(len(key) + len(v))
+		}
+		if k > 0 {
+			fn(sl, k, b)
+		}
+	}
+	return nil
+}
+
+// TestStatsAll: the stats of every slot (SlotStats with no slots) list the
+// slots holding data, with their sizes, and a fenced slot without data, in
+// slot order, and nothing else; a SlotSizer store gives them in its one
+// pass, with no SlotSize call, and a plain store gives the same list.
+func TestStatsAll(t *testing.T) {
+	ctx := context.Background()
+	data := map[slots.Slot]int{slots.MustNew(3): 2, slots.MustNew(900): 1, slots.MustNew(slots.Count - 1): 3}
+	fenced := slots.MustNew(77)
+	want := []SlotStats{
+		{Slot: slots.MustNew(3), Keys: 2, Owned: true},
+		{Slot: fenced, Owned: true, Fenced: true},
+		{Slot: slots.MustNew(900), Keys: 1, Owned: true},
+		{Slot: slots.MustNew(slots.Count - 1), Keys: 3, Owned: true},
+	}
+	for _, sizer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sizer=%v", sizer), func(t *testing.T) {
+			mem := newMemStore()
+			var st Store = mem
+			ss := &sizerStore{memStore: mem}
+			if sizer {
+				st = ss
+			}
+			m := new(StaticMap)
+			m.SetAll("a", "127.0.0.1:1")
+			n := newTestNode(t, st, m, t.TempDir())
+			for s, keys := range data {
+				for i := range keys {
+					k := fmt.Appendf(nil, "{%s}:%d", keyIn(s), i)
+					if err := mem.Apply(ctx, s, []Mutation{{Key: k, Value: []byte("vv")}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if _, err := n.Fence(ctx, fenced, "mv", 1); err != nil {
+				t.Fatal(err)
+			}
+			ss.slotSizeCalls.Store(0)
+			got, err := n.StatsAll(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				want[i].Bytes = 0
+				if k := want[i].Keys; k > 0 {
+					// Each key is {tag}:i (one digit), its value 2 bytes.
+					want[i].Bytes = k * int64(len(keyIn(want[i].Slot))+6)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("StatsAll =\n%+v\nwant\n%+v", got, want)
+			}
+			if c := ss.slotSizeCalls.Load(); sizer && c != 0 {
+				t.Fatalf("a SlotSizer store was asked SlotSize %d times, want one pass", c)
+			}
+		})
 	}
 }

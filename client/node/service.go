@@ -232,15 +232,15 @@ func (x *storeServer) Unfence(ctx context.Context, req *slotdv1.UnfenceRequest) 
 
 func (x *storeServer) SlotStats(ctx context.Context, req *slotdv1.SlotStatsRequest) (*slotdv1.SlotStatsResponse, error) {
 	resp := &slotdv1.SlotStatsResponse{NodeId: x.n.ID(), Version: x.n.MapVersion()}
-	all := len(req.GetSlots()) == 0
-	list := req.GetSlots()
-	if all {
-		list = make([]uint32, slots.Count)
-		for i := range list {
-			list[i] = uint32(i)
+	var stats []SlotStats
+	if len(req.GetSlots()) == 0 {
+		all, err := x.n.StatsAll(ctx)
+		if err != nil {
+			return nil, StatusError(err)
 		}
+		stats = all
 	}
-	for _, num := range list {
+	for _, num := range req.GetSlots() {
 		s, err := slotOf(num)
 		if err != nil {
 			return nil, StatusError(err)
@@ -249,11 +249,11 @@ func (x *storeServer) SlotStats(ctx context.Context, req *slotdv1.SlotStatsReque
 		if err != nil {
 			return nil, StatusError(err)
 		}
-		if all && st.Keys == 0 && !st.Fenced && !st.Capturing && !st.Dropping {
-			continue
-		}
+		stats = append(stats, st)
+	}
+	for _, st := range stats {
 		resp.Slots = append(resp.Slots, &slotdv1.SlotStat{
-			Slot: num, Keys: uint64(st.Keys), Bytes: uint64(st.Bytes), WritesPerSecond: st.WritesPerSecond,
+			Slot: uint32(st.Slot.Int()), Keys: uint64(st.Keys), Bytes: uint64(st.Bytes), WritesPerSecond: st.WritesPerSecond,
 			Fenced: st.Fenced, Capturing: st.Capturing, Dropping: st.Dropping,
 		})
 	}

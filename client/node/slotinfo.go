@@ -32,6 +32,55 @@ func (n *Node) Stats(ctx context.Context, s slots.Slot) (SlotStats, error) {
 	if err != nil {
 		return SlotStats{}, fmt.Errorf("node: size of slot %d: %w", s.Int(), err)
 	}
+	return n.statsOf(s, keys, size), nil
+}
+
+// StatsAll reports on every slot that holds data on this node or is
+// fenced, being captured or being dropped here, in slot order: what a
+// SlotStats call with no slots lists. A store that is a SlotSizer is sized
+// in one pass over its data; any other store through SlotSize per slot.
+func (n *Node) StatsAll(ctx context.Context) ([]SlotStats, error) {
+	var every slots.Set
+	every.AddRange(slots.MustNew(0), slots.MustNew(slots.Count-1))
+	var keys, bytes [slots.Count]int64
+	if err := n.slotSizes(ctx, &every, &keys, &bytes); err != nil {
+		return nil, err
+	}
+	var out []SlotStats
+	for i := range slots.Count {
+		st := n.statsOf(slots.MustNew(i), keys[i], bytes[i])
+		if st.Keys != 0 || st.Fenced || st.Capturing || st.Dropping {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// slotSizes sets keys and bytes to the size of every slot holding data:
+// in one pass when the store is a SlotSizer, else through SlotSize for
+// each slot of fallback (the others are left as they are).
+func (n *Node) slotSizes(ctx context.Context, fallback *slots.Set, keys, bytes *[slots.Count]int64) error {
+	if sz, ok := n.store.(SlotSizer); ok {
+		err := sz.SlotSizes(ctx, func(s slots.Slot, k, b int64) {
+			keys[s.Int()], bytes[s.Int()] = k, b
+		})
+		if err != nil {
+			return fmt.Errorf("node: slot sizes: %w", err)
+		}
+		return nil
+	}
+	for s := range fallback.All() {
+		k, b, err := n.store.SlotSize(ctx, s)
+		if err != nil {
+			return fmt.Errorf("node: size of slot %d: %w", s.Int(), err)
+		}
+		keys[s.Int()], bytes[s.Int()] = k, b
+	}
+	return nil
+}
+
+// statsOf completes the stats of slot s, whose size the store gave.
+func (n *Node) statsOf(s slots.Slot, keys, size int64) SlotStats {
 	st := SlotStats{Slot: s, Keys: keys, Bytes: size, Fenced: n.Fenced(s), Capturing: n.captureOf(s) != nil}
 	n.rateMu.Lock()
 	st.WritesPerSecond = float64(n.lastRate[s.Int()])
@@ -42,7 +91,7 @@ func (n *Node) Stats(ctx context.Context, s slots.Slot) (SlotStats, error) {
 	n.dropMu.Lock()
 	_, st.Dropping = n.dropping[s]
 	n.dropMu.Unlock()
-	return st, nil
+	return st
 }
 
 // Checksum is a digest of a slot's contents: equal on two nodes exactly when
