@@ -262,17 +262,7 @@ func BenchmarkSlotSizes(b *testing.B) {
 	}
 	defer e.Close()
 	ctx := context.Background()
-	val := EncodeValue(1, make([]byte, 100))
-	bySlot := map[slots.Slot][]node.Mutation{}
-	for i := range 100000 {
-		k := fmt.Appendf(nil, "key:%d", i)
-		bySlot[slots.ForKey(k)] = append(bySlot[slots.ForKey(k)], node.Mutation{Key: k, Value: val})
-	}
-	for s, batch := range bySlot {
-		if err := e.Apply(ctx, s, batch); err != nil {
-			b.Fatal(err)
-		}
-	}
+	fill100k(b, e)
 	b.ResetTimer()
 	for b.Loop() {
 		n := 0
@@ -280,6 +270,23 @@ func BenchmarkSlotSizes(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// fill100k writes 100,000 keys of 100-byte values into e and returns how
+// many slots hold them.
+func fill100k(b *testing.B, e *Engine) int {
+	val := EncodeValue(1, make([]byte, 100))
+	bySlot := map[slots.Slot][]node.Mutation{}
+	for i := range 100000 {
+		k := fmt.Appendf(nil, "key:%d", i)
+		bySlot[slots.ForKey(k)] = append(bySlot[slots.ForKey(k)], node.Mutation{Key: k, Value: val})
+	}
+	for s, batch := range bySlot {
+		if err := e.Apply(context.Background(), s, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return len(bySlot)
 }
 
 // BenchmarkSlotStatsAll: a SlotStats call with no slots (what the mover's
@@ -292,22 +299,12 @@ func BenchmarkSlotStatsAll(b *testing.B) {
 	n := startNode(b, "a", b.TempDir(), m, nodeOpts{noSync: true})
 	m.SetAll("a", n.addr)
 	ctx := context.Background()
-	val := EncodeValue(1, make([]byte, 100))
-	bySlot := map[slots.Slot][]node.Mutation{}
-	for i := range 100000 {
-		k := fmt.Appendf(nil, "key:%d", i)
-		bySlot[slots.ForKey(k)] = append(bySlot[slots.ForKey(k)], node.Mutation{Key: k, Value: val})
-	}
-	for s, batch := range bySlot {
-		if err := n.srv.Engine().Apply(ctx, s, batch); err != nil {
-			b.Fatal(err)
-		}
-	}
+	withData := fill100k(b, n.srv.Engine())
 	b.Run("all", func(b *testing.B) {
 		for b.Loop() {
 			resp, err := n.store.SlotStats(ctx, &slotdv1.SlotStatsRequest{})
-			if err != nil || len(resp.Slots) != len(bySlot) {
-				b.Fatalf("SlotStats: %d slots, %v; want %d", len(resp.GetSlots()), err, len(bySlot))
+			if err != nil || len(resp.Slots) != withData {
+				b.Fatalf("SlotStats: %d slots, %v; want %d", len(resp.GetSlots()), err, withData)
 			}
 		}
 	})
