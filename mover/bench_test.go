@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -478,6 +480,25 @@ func histQuantile(b *testing.B, h prometheus.Histogram, q float64) float64 {
 	return math.Inf(1)
 }
 
+// stalledMove says where a move that did not end stands: its plan, the
+// directory's move of slot s, and every goroutine's stack.
+func stalledMove(c *cluster, planID string, s slots.Slot) string {
+	var b strings.Builder
+	if p, err := c.ctl.Get(c.ctx, planID); err != nil {
+		fmt.Fprintf(&b, "plan %s: %v; ", planID, err)
+	} else {
+		fmt.Fprintf(&b, "plan %s %s (%+v); ", planID, p.State, p.Moves)
+	}
+	if snap, err := c.dir.Snapshot(c.ctx); err != nil {
+		fmt.Fprintf(&b, "directory: %v; ", err)
+	} else {
+		mv, ok := snap.Move(s)
+		fmt.Fprintf(&b, "directory at %d: owner %s, move %+v (%v)\n", snap.Version, snap.Owner(s), mv, ok)
+	}
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+	return b.String()
+}
+
 // BenchmarkOperatorMove measures what `slotctl move SLOT --to ID` costs end
 // to end inside slotd: Control.MoveSlot (a one-move plan stored and
 // applied) until the directory shows the new owner, with the elected
@@ -523,7 +544,7 @@ func BenchmarkOperatorMove(b *testing.B) {
 				}
 				seen = snap.Owner(s) == "n2"
 			case <-time.After(time.Minute):
-				b.Fatalf("slot %d never moved", s.Int())
+				b.Fatalf("slot %d never moved: %s", s.Int(), stalledMove(c, p.ID, s))
 			}
 		}
 		totals = append(totals, time.Since(start))

@@ -2,14 +2,19 @@ package mover
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/slots"
 )
 
 // An early export overlaps a fresh move's first round trip to the source
@@ -92,6 +97,72 @@ func openExport(ctx context.Context, cc grpc.ClientConnInterface, req *slotdv1.E
 		return nil, err
 	}
 	return s, nil
+}
+
+// retireWait bounds how long retire waits for the source's first answer.
+const retireWait = 5 * time.Second
+
+// errUnordered: an early export was ended before the source answered, so
+// its request may still reach the source after anything sent now.
+var errUnordered = errors.New("mover: the early export ended before the source answered")
+
+// retire ends an early export that no move will take, and the capture it
+// started on the source, before the caller goes on. A move of the same
+// slot begun after it (the same move retried, or the plan stored for the
+// executor once the leader's own begin failed) starts a capture of its
+// own, and the source lets a new capture replace the one running: a stale
+// early request reaching the source after that replaced the live move's
+// capture with its own, and the live move failed at its drain ("slot is
+// captured for move A, not B") and paused its plan, about once in a few
+// thousand one-slot moves. The source answers an export only after it has
+// started the capture (or refuses it), so once that answer is in, the
+// EndCapture sent here reaches it after the capture began, and nothing of
+// this export comes after. errUnordered (no answer within retireWait)
+// says that order is not known: the caller leaves the capture to the
+// cleaner and the source's reconciliation.
+func (x *earlyExport) retire(ctx context.Context, slot slots.Slot) error {
+	if !x.taken.CompareAndSwap(false, true) {
+		// A transfer took the stream: its move began, and ends it.
+		x.cancel()
+		<-x.ready
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, retireWait)
+	defer cancel()
+	stopAfter := context.AfterFunc(rctx, x.cancel)
+	<-x.ready
+	err := x.err
+	if err == nil {
+		err = x.stream.RecvMsg(new(slotdv1.ExportBatch))
+	}
+	stopAfter()
+	x.cancel()
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.Canceled, codes.DeadlineExceeded, codes.Unavailable, codes.Unknown:
+		// Ended here or on the way (an open that failed, a connection
+		// lost): the request may be yet to reach the source's handler.
+		return errUnordered
+	}
+	// Answered, with a batch or the source's own refusal: the handler ran.
+	ectx, ecancel := context.WithTimeout(ctx, retireWait)
+	defer ecancel()
+	_, err = x.StoreClient.EndCapture(ectx, &slotdv1.EndCaptureRequest{Slot: uint32(slot.Int()), MoveId: x.req.GetMoveId()})
+	if isGone(err) {
+		return nil
+	}
+	return err
+}
+
+// earlyOf returns the early export c holds, or nil.
+func earlyOf(c slotdv1.StoreClient) *earlyExport {
+	switch x := c.(type) {
+	case *earlyExport:
+		return x
+	case earlyRelay:
+		return x.earlyExport
+	}
+	return nil
 }
 
 // take hands the early stream to a request equal to the early one, once;

@@ -4,21 +4,23 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strings"
+	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/internal/waitfor"
 )
 
 // TestEarlyExportOfMoveNotBegun: the source is asked to export while the
 // move's begin is written. When the begin is refused (here the plan's run
 // key went between the plan read and the begin, as a pause does), the
-// capture that early export started is ended by the executor's clean-up,
-// the slot stays its source's with no move in flight, and the target was
-// never asked for anything.
+// capture that early export started is ended before the executor's step
+// returns (retire), the slot stays its source's with no move in flight,
+// and the target was never asked for anything.
 func TestEarlyExportOfMoveNotBegun(t *testing.T) {
 	c := newCluster(t, 2)
 	e := c.newExecutor()
@@ -52,34 +54,104 @@ func TestEarlyExportOfMoveNotBegun(t *testing.T) {
 	}
 	src, dst := c.nodes["n1"].srv.Node(), c.nodes["n2"].srv.Node()
 	id := moveID(p.ID, 0)
-	// The early export reached the source (its capture is there: asked
-	// for another move's changes, the source names it), unless the failed
-	// begin stopped it before its request got there (then no capture).
-	switch _, err := src.Changes(c.ctx, slot, "probe", 0, 0, false); {
-	case errors.Is(err, node.ErrCaptureLost):
-		t.Log("the early export was stopped before it reached the source")
-	case !errors.Is(err, node.ErrMoveMismatch) || !strings.Contains(err.Error(), id):
-		t.Fatalf("the source holds another capture of the slot: %v", err)
-	}
 	if st := dst.ImportStatus(slot, id); st.LastBatchSeq != 0 || st.SnapshotDone {
 		t.Fatalf("target imported for a move that never began: %+v", st)
 	}
-	// The clean-ups run, as the executor's clean-up loop would.
-	e.clean.mu.Lock()
-	todo := e.clean.queue
-	e.clean.queue = nil
-	e.clean.mu.Unlock()
-	if len(todo) == 0 {
-		t.Fatal("no clean-up queued for the capture")
+	if _, err := src.Changes(c.ctx, slot, "probe", 0, 0, false); !errors.Is(err, node.ErrCaptureLost) {
+		t.Fatalf("the early export's capture survived the refused begin: %v", err)
 	}
-	for _, cl := range todo {
-		if err := e.clean.run(c.ctx, cl); err != nil {
-			t.Fatal(err)
+	e.clean.mu.Lock()
+	queued := len(e.clean.queue)
+	e.clean.mu.Unlock()
+	if queued != 0 {
+		t.Fatalf("%d clean-ups queued for a capture already ended", queued)
+	}
+}
+
+// TestEarlyExportRetiredInOrder: an early export whose move did not begin
+// is retired only once the source has answered it, so that its request
+// cannot reach the source after the next move of the slot started its
+// capture, and replace that capture with its own (the source lets a new
+// capture replace the one running). Here the source's handler is held
+// before it starts the capture until retire has been called; when retire
+// returns, that handler has answered and its capture is gone, and a
+// capture started then is left alone.
+func TestEarlyExportRetiredInOrder(t *testing.T) {
+	c := newCluster(t, 2)
+	e := c.newExecutor()
+	snap, err := c.dir.Snapshot(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1Slots := snap.SlotsOf("n1")
+	slot := n1Slots.Ranges()[0].From
+	entered, release := make(chan struct{}), make(chan struct{})
+	var answered atomic.Bool
+	hold := func(nd string, s uint32, start bool) {
+		if nd != "n1" || s != uint32(slot.Int()) {
+			return
+		}
+		if !start {
+			answered.Store(true) // its last batch is being sent
+			return
+		}
+		close(entered)
+		<-release
+	}
+	c.onExport.Store(&hold)
+	src, _, err := e.endpoints(snap, "n1", "n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	early, stop := startEarlyExport(c.ctx, src.c, &slotdv1.ExportRequest{Slot: uint32(slot.Int()), MoveId: "stale", RateBytesPerSecond: wireRate(e.rate(c.ctx))})
+	defer stop()
+	<-entered // the request is at the source, its capture not started
+	retired := make(chan error, 1)
+	go func() { retired <- earlyOf(early).retire(c.ctx, slot) }()
+	// The source cannot answer while its handler is held: retire must be
+	// found waiting for that answer, not returned.
+	waitfor.Err(t, time.Minute, "retire waiting for the source's answer", func() error {
+		select {
+		case err := <-retired:
+			t.Fatalf("retire returned (%v) while the source held the early export's request", err)
+		default:
+		}
+		if !retireWaitsForAnswer() {
+			return errors.New("retire is not blocked in RecvMsg yet")
+		}
+		return nil
+	})
+	close(release)
+	if err := <-retired; err != nil {
+		t.Fatalf("retire: %v", err)
+	}
+	if !answered.Load() {
+		t.Fatal("retire returned before the source answered the early export")
+	}
+	n1 := c.nodes["n1"].srv.Node()
+	if _, err := n1.Changes(c.ctx, slot, "probe", 0, 0, false); !errors.Is(err, node.ErrCaptureLost) {
+		t.Fatalf("the early export's capture survived retire: %v", err)
+	}
+	seq, err := n1.StartCapture(c.ctx, slot, "next")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n1.Changes(c.ctx, slot, "next", seq, 0, false); err != nil {
+		t.Fatalf("the next move's capture: %v", err)
+	}
+}
+
+// retireWaitsForAnswer reports whether a goroutine is in retire, blocked
+// receiving the early stream's first message.
+func retireWaitsForAnswer() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte("(*earlyExport).retire")) && bytes.Contains(g, []byte("RecvMsg")) {
+			return true
 		}
 	}
-	if _, err := src.Changes(c.ctx, slot, "probe", 0, 0, false); !errors.Is(err, node.ErrCaptureLost) {
-		t.Fatalf("the early export's capture survived its clean-up: %v", err)
-	}
+	return false
 }
 
 // plainStore hides a pool client's connection: a transfer to it copies

@@ -91,8 +91,7 @@ func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Pla
 			if exportEarly {
 				// Not begun: the capture the early export started is
 				// nobody's.
-				stopEarly()
-				e.clean.add(cleanup{addr: src.addr, slot: slot, moveID: id})
+				e.retireEarly(ctx, early, src.addr, slot, id)
 			}
 			if begun == nil {
 				return err

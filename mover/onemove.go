@@ -77,8 +77,7 @@ func (e *Executor) beginOneMove(ctx context.Context, p *Plan, data []byte, snap 
 		Plan: data, PlansThrough: through,
 	})
 	if err != nil {
-		stop()
-		e.clean.add(cleanup{addr: src.addr, slot: slot, moveID: id})
+		e.retireEarly(ctx, early, src.addr, slot, id)
 		// The write may have happened: the plan loop reads the plan.
 		s.staleMu.Lock()
 		s.selfWrites[p.ID] = 0
@@ -95,6 +94,21 @@ func (e *Executor) beginOneMove(ctx context.Context, p *Plan, data []byte, snap 
 	s.staleMu.Unlock()
 	e.notify()
 	return nil
+}
+
+// retireEarly ends early, the early export of move id that did not begin,
+// and the capture it started on the source at addr, before a later move
+// of the slot can start its own (earlyExport.retire); what it cannot end
+// in order is left to the cleaner.
+func (e *Executor) retireEarly(ctx context.Context, early slotdv1.StoreClient, addr string, slot slots.Slot, id string) {
+	x := earlyOf(early)
+	if x == nil {
+		return
+	}
+	if err := x.retire(ctx, slot); err != nil {
+		e.lg.Debug("early export not ended in order; leaving it to the cleaner", "node", addr, "slot", slot.Int(), "move", id, "err", err)
+		e.clean.add(cleanup{addr: addr, slot: slot, moveID: id})
+	}
 }
 
 // beginningNow returns the plans whose transaction is in flight.
