@@ -554,6 +554,17 @@ func TestThrottleAndPlans(t *testing.T) {
 	if b, err := d.Plan(ctx, "p1"); err != nil || string(b) != "one" {
 		t.Fatalf("plan p1 = %q %v", b, err)
 	}
+	// Keys oldest first, whatever the ids; a rewrite moves Rev, not Created.
+	if err := d.PutPlan(ctx, "p2", []byte("two, again")); err != nil {
+		t.Fatal(err)
+	}
+	keys, at, err := d.PlanKeys(ctx)
+	if err != nil || len(keys) != 2 || keys[0].ID != "p2" || keys[1].ID != "p1" {
+		t.Fatalf("plan keys = %+v %v; want p2 then p1", keys, err)
+	}
+	if p2, p1 := keys[0], keys[1]; !(p2.Created < p1.Created && p1.Created == p1.Rev && p2.Rev > p1.Rev && at >= p2.Rev) {
+		t.Fatalf("plan keys = %+v at %d: want p2 created first, rewritten last", keys, at)
+	}
 	if err := d.DeletePlans(ctx, "p1", "bad id/"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("delete with a bad id: %v", err)
 	}

@@ -226,18 +226,43 @@ func (d *Directory) Plan(ctx context.Context, id string) ([]byte, error) {
 
 // PlanIDs returns the ids of the stored plans, sorted.
 func (d *Directory) PlanIDs(ctx context.Context) ([]string, error) {
-	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
-	defer cancel()
-	resp, err := d.cli.Get(rctx, d.k.plansPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	keys, _, err := d.PlanKeys(ctx)
 	if err != nil {
-		return nil, fromEtcd(ctx, "list plans", err)
+		return nil, err
 	}
-	ids := make([]string, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		ids = append(ids, string(kv.Key[len(d.k.plansPrefix()):]))
+	ids := make([]string, 0, len(keys))
+	for _, k := range keys {
+		ids = append(ids, k.ID)
 	}
 	slices.Sort(ids)
 	return ids, nil
+}
+
+// PlanKey is a stored plan record as its key tells, without its value.
+type PlanKey struct {
+	ID string
+	// Rev is the record's mod revision, Created the revision that created
+	// it: plans created later have a higher Created.
+	Rev, Created int64
+}
+
+// PlanKeys returns every stored plan record's key, oldest first (by the
+// revision that created it), reading keys only; at is the revision read.
+// A caller that remembers plans by revision reads only the records that
+// changed.
+func (d *Directory) PlanKeys(ctx context.Context) (keys []PlanKey, at int64, err error) {
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := d.cli.Get(rctx, d.k.plansPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, 0, fromEtcd(ctx, "list plans", err)
+	}
+	keys = make([]PlanKey, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		keys = append(keys, PlanKey{ID: string(kv.Key[len(d.k.plansPrefix()):]), Rev: kv.ModRevision, Created: kv.CreateRevision})
+	}
+	return keys, resp.Header.Revision, nil
 }
 
 // PlanRecord is a stored plan record and the mod revision it was read at.
@@ -262,20 +287,17 @@ func (d *Directory) Plans(ctx context.Context) (map[string]PlanRecord, error) {
 }
 
 // PlanRevisions returns the mod revision of every stored plan record by
-// id, reading keys only: a caller that caches decoded plans by revision
-// fetches only the records that changed. at is the revision read.
+// id, reading keys only (see PlanKeys). at is the revision read.
 func (d *Directory) PlanRevisions(ctx context.Context) (revs map[string]int64, at int64, err error) {
-	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
-	defer cancel()
-	resp, err := d.cli.Get(rctx, d.k.plansPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	keys, at, err := d.PlanKeys(ctx)
 	if err != nil {
-		return nil, 0, fromEtcd(ctx, "list plans", err)
+		return nil, 0, err
 	}
-	out := make(map[string]int64, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		out[string(kv.Key[len(d.k.plansPrefix()):])] = kv.ModRevision
+	revs = make(map[string]int64, len(keys))
+	for _, k := range keys {
+		revs[k.ID] = k.Rev
 	}
-	return out, resp.Header.Revision, nil
+	return revs, at, nil
 }
 
 // PlanAt returns the plan stored under id and the record's mod revision,
