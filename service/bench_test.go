@@ -89,10 +89,7 @@ func BenchmarkGetMap(b *testing.B) {
 // decoder allocates nothing for a delta that names known nodes.)
 func BenchmarkPropagation1000(b *testing.B) {
 	const clients, changes = 1000, 200
-	prev := debug.SetGCPercent(100) // reads the target in force
-	debug.SetGCPercent(prev)
-	defer debug.SetGCPercent(prev)
-	gcpercent.Apply()
+	slotdGC(b)
 	for b.Loop() {
 		d := newDir(b, etcdtest.New(b))
 		bootstrap(b, d)
@@ -112,34 +109,16 @@ func BenchmarkPropagation1000(b *testing.B) {
 		})
 		srv := startServer(b, d, "127.0.0.1:0", nil, countSends)
 
-		var wg sync.WaitGroup
-		cs := make([]*client.Client, clients)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		for i := range cs {
-			c, err := client.New(ctx, client.Options{Endpoints: []string{srv.addr()}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			cs[i] = c
-			maps, unsub := c.Subscribe()
-			defer unsub()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				counted := uint64(0) // the target this client was counted for
-				for m := range maps {
-					if w := want.Load(); w != 0 && m.Version() >= w && counted != w {
-						counted = w
-						if have.Add(1) == clients {
-							done <- time.Now()
-						}
+		cs, stopClients := startWatchers(b, srv, clients, func() func(uint64) {
+			counted := uint64(0) // the target this client was counted for
+			return func(v uint64) {
+				if w := want.Load(); w != 0 && v >= w && counted != w {
+					counted = w
+					if have.Add(1) == clients {
+						done <- time.Now()
 					}
 				}
-			}()
-		}
-		cancel()
-		eventually(b, "every client watches", func() bool {
-			return testutil.ToFloat64(srv.svc.dir.m.watchers) == clients
+			}
 		})
 
 		delays := make([]time.Duration, 0, changes)
@@ -217,10 +196,148 @@ func BenchmarkPropagation1000(b *testing.B) {
 		// makes the collections.
 		b.ReportMetric(float64(gc1.TotalAlloc-gc0.TotalAlloc)/changes/1e6, "alloc-MB/move")
 
-		for _, c := range cs {
+		stopClients()
+		srv.stop()
+	}
+}
+
+// slotdGC sets the collector target slotd runs with (internal/gcpercent)
+// until b ends.
+func slotdGC(b *testing.B) {
+	prev := debug.SetGCPercent(100) // reads the target in force
+	debug.SetGCPercent(prev)
+	b.Cleanup(func() { debug.SetGCPercent(prev) })
+	gcpercent.Apply()
+}
+
+// startWatchers starts n SDK clients of srv, each with its own connection
+// and WatchMap stream, and waits until every stream is open. Each client
+// has a goroutine of its own that calls the function newCount made for it
+// with the version of every map the client publishes. stop closes the
+// clients and waits for those goroutines.
+func startWatchers(b *testing.B, srv *server, n int, newCount func() func(version uint64)) (cs []*client.Client, stop func()) {
+	var wg sync.WaitGroup
+	cs = make([]*client.Client, n)
+	unsubs := make([]func(), n)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range cs {
+		c, err := client.New(ctx, client.Options{Endpoints: []string{srv.addr()}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cs[i] = c
+		maps, unsub := c.Subscribe()
+		unsubs[i] = unsub
+		count := newCount()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range maps {
+				count(m.Version())
+			}
+		}()
+	}
+	eventually(b, "every client watches", func() bool {
+		return testutil.ToFloat64(srv.svc.dir.m.watchers) == float64(n)
+	})
+	return cs, func() {
+		for i, c := range cs {
+			unsubs[i]()
 			c.Close()
 		}
 		wg.Wait()
+	}
+}
+
+// BenchmarkPropagationBurst: 1,000 SDK clients in this process, as in
+// BenchmarkPropagation1000, follow a burst of moves written back to back,
+// as a rebalance at slotd's defaults writes them (100 moves, each its
+// begin, fence and commit: 300 versions, as fast as etcd takes them).
+// Reported: converge-ms, from the last commit's start to the last client
+// holding it; burst-ms, how long writing the burst took; msgs/client, the
+// watch messages each stream sent for the burst (one a version when no
+// stream falls behind); cpu-ms, this process's CPU from the burst's start
+// to the last client. Run with -benchtime=1x.
+func BenchmarkPropagationBurst(b *testing.B) {
+	const clients, moves = 1000, 100
+	slotdGC(b)
+	for b.Loop() {
+		d := newDir(b, etcdtest.New(b))
+		bootstrap(b, d)
+		var want atomic.Uint64
+		var have atomic.Int32
+		var msgs atomic.Int64
+		done := make(chan time.Time, 1)
+		countSends := grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			return h(srv, sendCounter{ServerStream: ss, count: func(uint64) { msgs.Add(1) }})
+		})
+		srv := startServer(b, d, "127.0.0.1:0", nil, countSends)
+		_, stopClients := startWatchers(b, srv, clients, func() func(uint64) {
+			counted := false
+			return func(v uint64) {
+				if w := want.Load(); w != 0 && v >= w && !counted {
+					counted = true
+					if have.Add(1) == clients {
+						done <- time.Now()
+					}
+				}
+			}
+		})
+		tctx := testCtx(b)
+		snap, err := d.Snapshot(tctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Targets first: otherThan reads the directory, which the burst
+		// must not wait for.
+		tos := make([]string, moves)
+		for i := range tos {
+			tos[i] = otherThan(b, d, 1000+i)
+		}
+		msgs.Store(0)
+		cpu0 := processCPU(b)
+		start := time.Now()
+		var last time.Time
+		var v uint64
+		for i := range moves {
+			s := slots.MustNew(1000 + i)
+			mv, err := d.BeginMove(tctx, directory.MoveSpec{Slot: s, From: snap.Owner(s), To: tos[i], Reason: "bench", By: "bench"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := d.AdvanceMove(tctx, s, mv.MoveID, directory.PhaseFenced); err != nil {
+				b.Fatal(err)
+			}
+			if i == moves-1 {
+				cur, err := d.Version(tctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				want.Store(cur + 1)
+				last = time.Now()
+			}
+			if v, err = d.CommitMove(tctx, s, mv.MoveID, "bench"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if v != want.Load() {
+			b.Fatalf("last commit at version %d; want %d", v, want.Load())
+		}
+		burst := time.Since(start)
+		var end time.Time
+		select {
+		case end = <-done:
+		case <-time.After(time.Minute):
+			b.Fatalf("%d of %d clients have version %d after a minute", have.Load(), clients, v)
+		}
+		cpu := processCPU(b) - cpu0
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		b.ReportMetric(ms(end.Sub(last)), "converge-ms")
+		b.ReportMetric(ms(burst), "burst-ms")
+		b.ReportMetric(float64(msgs.Load())/clients, "msgs/client")
+		b.ReportMetric(ms(cpu), "cpu-ms")
+		stopClients()
 		srv.stop()
 	}
 }
