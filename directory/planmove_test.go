@@ -63,7 +63,7 @@ func TestCreatePlanMove(t *testing.T) {
 			if _, err := d.SetWeight(ctx, "n0", 2, "test"); err != nil { // warms d's cache
 				t.Fatal(err)
 			}
-			_, through, err := d.PlanRevisions(ctx)
+			_, through, err := d.PlanKeys(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

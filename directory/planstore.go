@@ -286,20 +286,6 @@ func (d *Directory) Plans(ctx context.Context) (map[string]PlanRecord, error) {
 	return out, nil
 }
 
-// PlanRevisions returns the mod revision of every stored plan record by
-// id, reading keys only (see PlanKeys). at is the revision read.
-func (d *Directory) PlanRevisions(ctx context.Context) (revs map[string]int64, at int64, err error) {
-	keys, at, err := d.PlanKeys(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	revs = make(map[string]int64, len(keys))
-	for _, k := range keys {
-		revs[k.ID] = k.Rev
-	}
-	return revs, at, nil
-}
-
 // PlanAt returns the plan stored under id and the record's mod revision,
 // or ErrNotFound.
 func (d *Directory) PlanAt(ctx context.Context, id string) ([]byte, int64, error) {

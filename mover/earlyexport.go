@@ -65,10 +65,6 @@ func (r earlyRelay) conn() grpc.ClientConnInterface { return earlyConn{r.cc, r.e
 func startEarlyExport(ctx context.Context, src slotdv1.StoreClient, req *slotdv1.ExportRequest) (slotdv1.StoreClient, func()) {
 	ectx, cancel := context.WithCancel(ctx)
 	x := &earlyExport{StoreClient: src, req: req, cancel: cancel, ready: make(chan struct{})}
-	stop := func() {
-		x.cancel()
-		<-x.ready
-	}
 	rc, relays := src.(relayConn)
 	go func() {
 		defer close(x.ready)
@@ -79,9 +75,15 @@ func startEarlyExport(ctx context.Context, src slotdv1.StoreClient, req *slotdv1
 		x.stream, x.err = openExport(ectx, rc.conn(), req, grpc.ForceCodecV2(newRelayCodec()))
 	}()
 	if relays {
-		return earlyRelay{x, rc.conn()}, stop
+		return earlyRelay{x, rc.conn()}, x.stop
 	}
-	return x, stop
+	return x, x.stop
+}
+
+// stop ends the early stream, taken or not, and waits for its open to end.
+func (x *earlyExport) stop() {
+	x.cancel()
+	<-x.ready
 }
 
 // openExport opens an Export stream on cc and sends req.
@@ -123,8 +125,7 @@ var errUnordered = errors.New("mover: the early export ended before the source a
 func (x *earlyExport) retire(ctx context.Context, slot slots.Slot) error {
 	if !x.taken.CompareAndSwap(false, true) {
 		// A transfer took the stream: its move began, and ends it.
-		x.cancel()
-		<-x.ready
+		x.stop()
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, retireWait)
