@@ -46,7 +46,7 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	if err := d.SetThrottle(ctx, 12345); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Heartbeat(ctx, "n0"); err != nil {
+	if err := d.Touch(ctx, "n0"); err != nil {
 		t.Fatal(err)
 	}
 	saved, err := d.Snapshot(ctx)

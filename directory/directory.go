@@ -49,9 +49,14 @@ type Config struct {
 	// RequestTimeout bounds each etcd request.
 	RequestTimeout time.Duration
 	// DownAfter is how long a node may go without heartbeats before the
-	// liveness loop marks it down. It is the TTL of the node's etcd lease,
-	// rounded up to whole seconds.
+	// liveness loop marks it down: the TTL of a store's lease (lease.go).
 	DownAfter time.Duration
+	// LeaseMargin is the safety margin of a store's lease: the store stops
+	// serving at DownAfter - LeaseMargin after its last renewal, and the
+	// etcd lease behind it lasts DownAfter + LeaseMargin (rounded up to
+	// whole seconds). Default DownAfter / DefaultLeaseMargin; less than
+	// DownAfter / 2.
+	LeaseMargin time.Duration
 	// HoldDown is how long a node that came back must keep heartbeating
 	// before it counts as active again (damps flapping).
 	HoldDown time.Duration
@@ -90,6 +95,9 @@ func (c Config) withDefaults() Config {
 	if c.HoldDown == 0 {
 		c.HoldDown = DefaultHoldDown
 	}
+	if c.LeaseMargin == 0 {
+		c.LeaseMargin = c.DownAfter / DefaultLeaseMargin
+	}
 	if c.LivenessInterval == 0 {
 		c.LivenessInterval = max(c.DownAfter/4, 50*time.Millisecond)
 	}
@@ -117,8 +125,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: config: HistoryLimit %d must be at least 1", ErrInvalid, c.HistoryLimit)
 	case c.AuditLimit < 1:
 		return fmt.Errorf("%w: config: AuditLimit %d must be at least 1", ErrInvalid, c.AuditLimit)
-	case c.RequestTimeout < 0 || c.DownAfter < 0 || c.HoldDown < 0 || c.LivenessInterval < 0:
+	case c.RequestTimeout < 0 || c.DownAfter < 0 || c.HoldDown < 0 || c.LivenessInterval < 0 || c.LeaseMargin < 0:
 		return fmt.Errorf("%w: config: durations must not be negative", ErrInvalid)
+	case 2*c.LeaseMargin >= c.DownAfter:
+		return fmt.Errorf("%w: config: LeaseMargin %v must be less than half of DownAfter %v", ErrInvalid, c.LeaseMargin, c.DownAfter)
 	case c.UpdateAttempts < 1:
 		return fmt.Errorf("%w: config: UpdateAttempts %d must be at least 1", ErrInvalid, c.UpdateAttempts)
 	case c.MaxSchema < 1:

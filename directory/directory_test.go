@@ -244,7 +244,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			return err
 		}, ErrInvalid},
 		{"heartbeat: unknown node", func() error {
-			return d.Heartbeat(ctx, "ghost")
+			return d.Touch(ctx, "ghost")
 		}, ErrNotFound},
 		{"throttle: negative", func() error {
 			return d.SetThrottle(ctx, -1)
@@ -387,7 +387,7 @@ func TestNodeOps(t *testing.T) {
 	if _, err := d.RemoveNode(ctx, "new", "retired", "op"); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Heartbeat(ctx, "new"); !errors.Is(err, ErrNotFound) {
+	if err := d.Touch(ctx, "new"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("heartbeat of removed node: %v", err)
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/slotd/slotd/slots"
 )
@@ -15,8 +18,9 @@ const ChangeNodeFail = "node-fail"
 
 // FailSpec declares a node failed.
 type FailSpec struct {
-	// Node is the failed node: it must be down, and have been down for at
-	// least the hold-down (the caller checks that it holds no live lease).
+	// Node is the failed node: it must be down, have been down for at
+	// least the hold-down, and hold no live lease (checked in the change's
+	// own transaction: the store has stopped serving, see lease.go).
 	Node string
 	// Owners gives every slot the node owns a new owner: active nodes
 	// other than Node. Exactly the node's slots, no other.
@@ -53,11 +57,24 @@ func (d *Directory) FailNode(ctx context.Context, spec FailSpec) (FailResult, er
 	if err := checkText(spec.Reason, spec.By); err != nil {
 		return res, fmt.Errorf("%s: %w", op, err)
 	}
-	v, err := d.update(ctx, op, updateOpts{expect: spec.ExpectVersion, needBootstrap: true}, func(st *state, m *mutation) error {
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	_, alive, err := d.aliveOf(rctx, spec.Node)
+	cancel()
+	if err != nil {
+		return res, fromEtcd(ctx, op, err)
+	}
+	if alive.rev != 0 {
+		return res, fmt.Errorf("%s: %w: node %q holds a live lease (granted %s): it may still be serving writes; stop it or cut it off, and retry once its lease has run out (%v after its last heartbeat)",
+			op, ErrPrecondition, spec.Node, alive.rec.Granted.Format(time.RFC3339), d.cfg.DownAfter+d.cfg.LeaseMargin)
+	}
+	v, err := d.update(ctx, op, updateOpts{expect: spec.ExpectVersion, needBootstrap: true, alone: true}, func(st *state, m *mutation) error {
 		n, ok := st.nodes[spec.Node]
 		if !ok {
 			return fmt.Errorf("%w: node %q is not registered", ErrNotFound, spec.Node)
 		}
+		// The store stopped serving only if no lease of it came back
+		// meanwhile (guarantee 3: no write acknowledged after this).
+		m.cmps = append(m.cmps, clientv3.Compare(clientv3.CreateRevision(d.k.alive(spec.Node)), "=", 0))
 		now := d.cfg.Now()
 		if !n.Down || now.Sub(n.StateSince) < d.cfg.HoldDown {
 			return fmt.Errorf("%w: node %q is %s since %s; only a node down for at least the hold-down (%v) can be declared failed",

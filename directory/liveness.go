@@ -5,80 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 )
-
-// aliveRec is the value of alive/<id>: the key exists while the node's
-// lease does, and Since is the first heartbeat of the current unbroken run
-// (what the hold-down counts from).
-type aliveRec struct {
-	Since time.Time `json:"since"`
-	// OrphanBytes is what the node last reported of data nothing explains
-	// (SetOrphanBytes); it lives and dies with the lease.
-	OrphanBytes *int64 `json:"orphan_bytes,omitempty"`
-}
-
-// Heartbeat records that node id is alive. slotd calls it when the node
-// pings it (nodes and clients never talk to etcd). It renews the node's
-// etcd lease, whose TTL is DownAfter; once the lease expires (missed
-// renewals) the next heartbeat starts a new run, and the hold-down counts
-// from there. It does not change the version. ErrNotFound for an unknown
-// node.
-func (d *Directory) Heartbeat(ctx context.Context, id string) error {
-	if err := checkID("node id", id); err != nil {
-		return fmt.Errorf("heartbeat: %w", err)
-	}
-	op := "heartbeat of " + id
-	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
-	defer cancel()
-	resp, err := d.cli.Txn(rctx).Then(clientv3.OpGet(d.k.node(id)), clientv3.OpGet(d.k.alive(id))).Commit()
-	if err != nil {
-		return fromEtcd(ctx, op, err)
-	}
-	if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
-		return fmt.Errorf("%s: %w: node %q is not registered", op, ErrNotFound, id)
-	}
-	var aliveRev int64
-	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
-		aliveRev = kvs[0].ModRevision
-		_, err := d.cli.KeepAliveOnce(rctx, clientv3.LeaseID(kvs[0].Lease))
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return fromEtcd(ctx, op, err)
-		}
-		// The lease expired between the read and the renewal: start a new run.
-	}
-	ttl := int64(math.Ceil(d.cfg.DownAfter.Seconds()))
-	lease, err := d.cli.Grant(rctx, max(ttl, 1))
-	if err != nil {
-		return fromEtcd(ctx, op, err)
-	}
-	b, err := json.Marshal(aliveRec{Since: d.cfg.Now().UTC()})
-	if err != nil {
-		return fmt.Errorf("directory: %s: %w", op, err)
-	}
-	// Only if nobody (another slotd replica) created the key meanwhile.
-	tr, err := d.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.ModRevision(d.k.alive(id)), "=", aliveRev)).
-		Then(clientv3.OpPut(d.k.alive(id), string(b), clientv3.WithLease(lease.ID))).
-		Commit()
-	if err != nil || !tr.Succeeded {
-		// The other writer's lease stands; ours would only linger.
-		_, _ = d.cli.Revoke(rctx, lease.ID)
-	}
-	if err != nil {
-		return fromEtcd(ctx, op, err)
-	}
-	return nil
-}
 
 // CheckLiveness runs one pass of the liveness rules and returns how many
 // nodes changed state:
@@ -166,6 +98,13 @@ type NodeLiveness struct {
 	// OrphanBytes is the node's last report of bytes nothing explains;
 	// nil without a live lease or a report.
 	OrphanBytes *int64
+	// LeaseGranted is when the node's live lease was granted (its last
+	// registration); zero without one.
+	LeaseGranted time.Time
+	// LeaseExpires is when the store stops serving unless it renews
+	// (LastHeartbeat + DownAfter - LeaseMargin, to the second); zero
+	// without a live lease: a store without one serves nothing.
+	LeaseExpires time.Time
 }
 
 // livenessReads bounds the lease lookups Liveness has in flight at once.
@@ -192,10 +131,11 @@ func (d *Directory) Liveness(ctx context.Context) (map[string]NodeLiveness, erro
 		down[n.ID] = n.Down
 	}
 	type lookup struct {
-		id     string
-		lease  clientv3.LeaseID
-		since  time.Time
-		orphan *int64
+		id      string
+		lease   clientv3.LeaseID
+		since   time.Time
+		granted time.Time
+		orphan  *int64
 	}
 	var todo []lookup
 	for _, kv := range resp.Kvs {
@@ -204,7 +144,7 @@ func (d *Directory) Liveness(ctx context.Context) (map[string]NodeLiveness, erro
 		if _, ok := out[id]; !ok || json.Unmarshal(kv.Value, &a) != nil {
 			continue // removed meanwhile, or unreadable (CheckLiveness reports those)
 		}
-		todo = append(todo, lookup{id, clientv3.LeaseID(kv.Lease), a.Since, a.OrphanBytes})
+		todo = append(todo, lookup{id, clientv3.LeaseID(kv.Lease), a.Since, a.Granted, a.OrphanBytes})
 	}
 	now := d.cfg.Now()
 	var mu sync.Mutex
@@ -219,10 +159,13 @@ func (d *Directory) Liveness(ctx context.Context) (map[string]NodeLiveness, erro
 			if ttl.TTL <= 0 {
 				return nil // expired since the read
 			}
+			last := now.Add(-time.Duration(ttl.GrantedTTL-ttl.TTL) * time.Second).UTC().Truncate(time.Second)
 			nl := NodeLiveness{
-				LastHeartbeat: now.Add(-time.Duration(ttl.GrantedTTL-ttl.TTL) * time.Second).UTC().Truncate(time.Second),
+				LastHeartbeat: last,
 				RunSince:      l.since,
 				OrphanBytes:   l.orphan,
+				LeaseGranted:  l.granted,
+				LeaseExpires:  last.Add(d.cfg.DownAfter - d.cfg.LeaseMargin),
 			}
 			if down[l.id] {
 				nl.HoldDownUntil = l.since.Add(d.cfg.HoldDown)

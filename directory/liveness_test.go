@@ -34,7 +34,7 @@ func checkLiveness(t *testing.T, d *Directory) {
 
 func heartbeat(t *testing.T, d *Directory, id string) {
 	t.Helper()
-	if err := d.Heartbeat(testCtx(t), id); err != nil {
+	if err := d.Touch(testCtx(t), id); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -25,7 +25,7 @@ func (c *cluster) markDown(id string) {
 	}
 	for _, n := range snap.Nodes {
 		if n.ID != id {
-			if err := late.Heartbeat(c.ctx, n.ID); err != nil {
+			if err := late.Touch(c.ctx, n.ID); err != nil {
 				c.t.Fatal(err)
 			}
 		}

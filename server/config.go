@@ -75,6 +75,11 @@ type Config struct {
 	// (--down-after); HoldDown keeps a node that came back down this long
 	// (--hold-down).
 	DownAfter, HoldDown time.Duration
+	// LeaseMargin is the safety margin of a store's lease (--lease-margin;
+	// 0: DownAfter/10): a store stops serving DownAfter - LeaseMargin after
+	// its last renewal, and is marked down, or may be declared failed,
+	// only DownAfter + LeaseMargin after it (docs/leases.md).
+	LeaseMargin time.Duration
 	// MaxRecvBytes is the largest gRPC request accepted (--max-recv-bytes).
 	MaxRecvBytes int
 	// ShutdownTimeout is how long shutdown waits for RPCs before cutting
@@ -156,6 +161,8 @@ func (c *Config) Validate() error {
 		msg = "the embedded etcd serves TLS with --etcd-tls-cert and --etcd-tls-key (a server and client certificate, like certs/server.pem); --etcd-tls-ca alone is not enough"
 	case c.RequestTimeout <= 0 || c.DownAfter <= 0 || c.HoldDown < 0 || c.ShutdownTimeout <= 0:
 		msg = "--request-timeout, --down-after and --shutdown-timeout must be positive, --hold-down not negative"
+	case c.LeaseMargin < 0 || 2*c.LeaseMargin >= c.DownAfter:
+		msg = fmt.Sprintf("--lease-margin %v must be at least 0 and less than half of --down-after %v", c.LeaseMargin, c.DownAfter)
 	case c.EtcdPrefix != "" && directory.ValidatePrefix(c.EtcdPrefix) != nil:
 		msg = "--etcd-prefix: " + strings.TrimPrefix(directory.ValidatePrefix(c.EtcdPrefix).Error(), directory.ErrInvalid.Error()+": ")
 	case c.MaxRecvBytes < 0:

@@ -99,7 +99,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 	s.dir, err = directory.New(directory.Config{
 		Client: s.cli, Prefix: cfg.EtcdPrefix, Logger: lg, Registerer: s.reg,
-		RequestTimeout: cfg.RequestTimeout, DownAfter: cfg.DownAfter, HoldDown: cfg.HoldDown,
+		RequestTimeout: cfg.RequestTimeout, DownAfter: cfg.DownAfter, HoldDown: cfg.HoldDown, LeaseMargin: cfg.LeaseMargin,
 	})
 	if err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	sc := service.Config{
 		Directory: s.dir, Control: ctl, ClusterID: s.clusterID, ServerID: cfg.Name,
-		Authenticated: s.az.Enabled(), HeartbeatTTL: cfg.DownAfter, Logger: lg, Registerer: s.reg,
+		Authenticated: s.az.Enabled(), Logger: lg, Registerer: s.reg,
 	}
 	if s.exe != nil {
 		sc.Mover = s.exe

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -33,6 +34,9 @@ type AdminServer struct {
 	ctl *mover.Control
 	hub *Hub
 	lg  *slog.Logger
+	// leases counts grants and refusals and knows when each store stops
+	// serving (leases.go).
+	leases *leases
 }
 
 var _ slotdv1.AdminServer = (*AdminServer)(nil)
@@ -114,34 +118,36 @@ func (s *AdminServer) RegisterNode(ctx context.Context, req *slotdv1.RegisterNod
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	// Registration opens the liveness run that heartbeats extend.
-	if err := s.dir.Heartbeat(ctx, n.ID); err != nil {
+	// Registration grants a new lease (keeping the run of heartbeats the
+	// hold-down counts); heartbeats renew it by its id.
+	lease, err := s.dir.GrantLease(ctx, n.ID)
+	if err != nil {
 		return nil, toStatus(err)
 	}
+	s.leases.renewed(n.ID, lease, time.Now())
 	node, v, err := s.node(ctx, n.ID)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	ttl := s.cfg.HeartbeatTTL
-	s.lg.Info("node registered", "node", n.ID, "addr", n.Addr, "state", node.GetState().String())
+	s.lg.Info("node registered", "node", n.ID, "addr", n.Addr, "state", node.GetState().String(), "lease", fmt.Sprintf("%x", int64(lease.ID)))
 	return &slotdv1.RegisterNodeResponse{
 		Node: node, Version: v,
-		// The session names the registration; liveness itself lives in the
-		// directory's lease, so any replica accepts the heartbeats.
 		Session:           fmt.Sprintf("%s@%d", got.ID, got.Registered.UnixNano()),
-		HeartbeatInterval: durationpb.New(ttl / 3),
-		Ttl:               durationpb.New(ttl),
+		HeartbeatInterval: durationpb.New((lease.TTL - lease.Margin) / 3),
+		Ttl:               durationpb.New(lease.TTL),
+		LeaseId:           int64(lease.ID),
+		LeaseMargin:       durationpb.New(lease.Margin),
 	}, nil
 }
 
-// Heartbeat implements slotdv1.AdminServer. NOT_FOUND when the node is not
-// registered (it was removed): register again.
+// Heartbeat implements slotdv1.AdminServer: it renews the node's lease.
+// NOT_FOUND when the node is not registered (removed, declared failed) or
+// the lease is not its current one (it ran out, or a registration replaced
+// it): nothing is renewed, and the store must register again.
+// PERMISSION_DENIED for a caller renewing another node's lease.
 func (s *AdminServer) Heartbeat(ctx context.Context, req *slotdv1.HeartbeatRequest) (*slotdv1.HeartbeatResponse, error) {
-	if err := auth.CheckNode(ctx, req.GetNodeId()); err != nil {
-		return nil, toStatus(fmt.Errorf("heartbeat of %s: %w", req.GetNodeId(), err))
-	}
-	if err := s.dir.Heartbeat(ctx, req.GetNodeId()); err != nil {
-		return nil, toStatus(err)
+	if err := s.renewLease(ctx, req.GetNodeId(), req.GetLeaseId()); err != nil {
+		return nil, err
 	}
 	if req.OrphanBytes != nil {
 		if err := s.dir.SetOrphanBytes(ctx, req.GetNodeId(), req.GetOrphanBytes()); err != nil {

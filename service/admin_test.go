@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"testing"
 	"time"
 
@@ -191,9 +192,18 @@ func TestNodeCalls(t *testing.T) {
 		return false
 	})
 	before := time.Now()
-	hb, err := ac.Heartbeat(ctx, &slotdv1.HeartbeatRequest{NodeId: "e", Session: reg.GetSession()})
+	hb, err := ac.Heartbeat(ctx, &slotdv1.HeartbeatRequest{NodeId: "e", Session: again.GetSession(), LeaseId: again.GetLeaseId()})
 	if err != nil || hb.GetState() != slotdv1.NodeState_NODE_STATE_ACTIVE || hb.GetVersion() == 0 {
 		t.Fatalf("heartbeat: %v %v", hb, err)
+	}
+	if reg.GetTtl().AsDuration() <= reg.GetLeaseMargin().AsDuration() || reg.GetLeaseMargin().AsDuration() <= 0 ||
+		reg.GetHeartbeatInterval().AsDuration() >= reg.GetTtl().AsDuration()-reg.GetLeaseMargin().AsDuration() {
+		t.Fatalf("register: ttl %v margin %v interval %v", reg.GetTtl().AsDuration(), reg.GetLeaseMargin().AsDuration(), reg.GetHeartbeatInterval().AsDuration())
+	}
+	// The lease of the first registration was replaced by the second:
+	// renewing it is refused.
+	if _, err := ac.Heartbeat(ctx, &slotdv1.HeartbeatRequest{NodeId: "e", LeaseId: reg.GetLeaseId()}); status.Code(err) != codes.NotFound {
+		t.Fatalf("heartbeat with a replaced lease: %v, want NotFound (register again)", err)
 	}
 	// ListNodes shows the heartbeat, to the second (etcd keeps lease TTLs
 	// in whole seconds, and the time is truncated): between the call and
@@ -208,15 +218,24 @@ func TestNodeCalls(t *testing.T) {
 		switch {
 		case n.GetNode().GetId() == "e" && (last == nil || last.AsTime().Before(before.Add(-2*time.Second)) || last.AsTime().After(after)):
 			t.Errorf("node e heartbeated just now; ListNodes says last heartbeat %v", last)
-		case n.GetNode().GetId() != "e" && last != nil:
-			t.Errorf("node %s never heartbeated; ListNodes says %v", n.GetNode().GetId(), last)
+		case n.GetNode().GetId() == "e" && (n.GetLeaseGranted() == nil ||
+			!n.GetLeaseExpires().AsTime().Equal(last.AsTime().Add(reg.GetTtl().AsDuration()-reg.GetLeaseMargin().AsDuration()))):
+			t.Errorf("node e: lease granted %v expires %v, want expiry at last heartbeat %v + TTL - margin", n.GetLeaseGranted(), n.GetLeaseExpires(), last.AsTime())
+		case n.GetNode().GetId() != "e" && (last != nil || n.GetLeaseExpires() != nil):
+			t.Errorf("node %s never heartbeated; ListNodes says %v, lease until %v", n.GetNode().GetId(), last, n.GetLeaseExpires())
 		}
 	}
 	if _, err := ac.RemoveNode(ctx, &slotdv1.RemoveNodeRequest{NodeId: "e"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ac.Heartbeat(ctx, &slotdv1.HeartbeatRequest{NodeId: "e"}); status.Code(err) != codes.NotFound {
+	if _, err := ac.Heartbeat(ctx, &slotdv1.HeartbeatRequest{NodeId: "e", LeaseId: again.GetLeaseId()}); status.Code(err) != codes.NotFound {
 		t.Errorf("heartbeat of a removed node: %v, want NotFound (register again)", err)
+	}
+	refused := func(reason string) float64 {
+		return testutil.ToFloat64(srv.svc.admin.leases.refused.WithLabelValues(reason))
+	}
+	if a, b, c := refused(refusedStale), refused(refusedNotRegistered), refused(refusedIdentity); a != 1 || b != 1 || c != 0 {
+		t.Errorf("renewals refused: stale %v, not registered %v, identity %v; want 1, 1, 0", a, b, c)
 	}
 
 	// Answers come from the hub, which follows etcd a moment behind.

@@ -170,7 +170,7 @@ func TestTLSAndRoles(t *testing.T) {
 		if reg.GetSession() == "" || reg.GetHeartbeatInterval().AsDuration() <= 0 {
 			t.Errorf("register: session %q interval %v", reg.GetSession(), reg.GetHeartbeatInterval().AsDuration())
 		}
-		if _, err := sa.Heartbeat(ctx, &slotdv1.HeartbeatRequest{NodeId: "d", Session: reg.GetSession()}); err != nil {
+		if _, err := sa.Heartbeat(ctx, &slotdv1.HeartbeatRequest{NodeId: "d", Session: reg.GetSession(), LeaseId: reg.GetLeaseId()}); err != nil {
 			t.Errorf("heartbeat: %v", err)
 		}
 		if _, err := sa.SetThrottle(ctx, &slotdv1.SetThrottleRequest{BytesPerSecond: 1}); status.Code(err) != codes.PermissionDenied {

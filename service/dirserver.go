@@ -223,6 +223,8 @@ func (s *DirectoryServer) ListNodes(ctx context.Context, _ *slotdv1.ListNodesReq
 			Slots:         counts[n.ID],
 			LastHeartbeat: ts(l.LastHeartbeat),
 			HoldDownUntil: ts(l.HoldDownUntil),
+			LeaseGranted:  ts(l.LeaseGranted),
+			LeaseExpires:  ts(l.LeaseExpires),
 			OrphanBytes:   l.OrphanBytes,
 		})
 	}

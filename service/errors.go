@@ -28,6 +28,7 @@ var codeOf = []struct {
 	{mover.ErrBadPlan, codes.InvalidArgument},
 	{errPlanFile, codes.InvalidArgument},
 	{directory.ErrNotFound, codes.NotFound},
+	{directory.ErrLeaseExpired, codes.NotFound},
 	{mover.ErrNotFound, codes.NotFound},
 	{directory.ErrAlreadyBootstrapped, codes.AlreadyExists},
 	{directory.ErrPrecondition, codes.FailedPrecondition},

@@ -16,6 +16,7 @@ type metrics struct {
 	sentFull, sentDelta prometheus.Counter
 	version             prometheus.Gauge
 	mapBytes            prometheus.Gauge
+	leases              *leases
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -36,13 +37,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "slotd_service_map_bytes",
 			Help: "Encoded size of the full map this replica serves.",
 		}),
+		leases: newLeases(),
 	}
 	m.sentFull = m.sends.WithLabelValues("full")
 	m.sentDelta = m.sends.WithLabelValues("delta")
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.watchers, m.sends, m.version, m.mapBytes} {
+	for _, c := range []prometheus.Collector{m.watchers, m.sends, m.version, m.mapBytes, m.leases} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

@@ -85,12 +85,14 @@ func TestNodeIdentity(t *testing.T) {
 				return slotdv1.NewAdminClient(dial(t, srv.addr(), grpc.WithTransportCredentials(tc.Credentials())))
 			}
 			ctx := testCtx(t)
+			leases := map[string]int64{} // the lease each registration got
 			register := func(c slotdv1.AdminClient, id string) error {
-				_, err := c.RegisterNode(ctx, &slotdv1.RegisterNodeRequest{Node: &slotdv1.Node{Id: id, Address: "127.0.0.1:7999"}})
+				resp, err := c.RegisterNode(ctx, &slotdv1.RegisterNodeRequest{Node: &slotdv1.Node{Id: id, Address: "127.0.0.1:7999"}})
+				leases[id] = resp.GetLeaseId()
 				return err
 			}
 			heartbeat := func(c slotdv1.AdminClient, id string) error {
-				_, err := c.Heartbeat(ctx, &slotdv1.HeartbeatRequest{NodeId: id})
+				_, err := c.Heartbeat(ctx, &slotdv1.HeartbeatRequest{NodeId: id, LeaseId: leases[id]})
 				return err
 			}
 			a, store, adm := client(bound), client(unbound), client(admin)

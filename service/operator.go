@@ -73,7 +73,7 @@ func (o *OperatorServer) AddNode(ctx context.Context, req *slotdv1.AddNodeReques
 	if added {
 		// As RegisterNode does: the node counts as alive for one TTL, so
 		// that a store starting now is not marked down before it beats.
-		if err := o.a.dir.Heartbeat(ctx, n.ID); err != nil {
+		if err := o.a.dir.Touch(ctx, n.ID); err != nil {
 			return nil, toStatus(err)
 		}
 	}

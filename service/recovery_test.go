@@ -85,7 +85,7 @@ func TestFailNode(t *testing.T) {
 	})
 	// a and b heartbeat; c went silent: the liveness pass marks it down.
 	for _, id := range []string{"a", "b"} {
-		if err := d.Heartbeat(ctx, id); err != nil {
+		if err := d.Touch(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -17,8 +17,7 @@ import (
 
 // Defaults for Config fields left zero.
 const (
-	DefaultHeartbeatTTL = directory.DefaultDownAfter
-	DefaultCatchUpWait  = 2 * time.Second
+	DefaultCatchUpWait = 2 * time.Second
 )
 
 // MoverStatus is what Status asks the mover executor running in this
@@ -50,9 +49,6 @@ type Config struct {
 	// servers: the operator recorded in history is then the caller's
 	// identity, never the request's operator field.
 	Authenticated bool
-	// HeartbeatTTL is the directory's DownAfter: a node session expires
-	// after this long without a heartbeat. Default DefaultHeartbeatTTL.
-	HeartbeatTTL time.Duration
 	// CatchUpWait bounds how long a WatchMap waits for this replica to reach
 	// the version the client already holds (a replica that just started)
 	// before sending what it has. Default DefaultCatchUpWait.
@@ -70,7 +66,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Directory is required", ErrInvalidConfig)
 	case c.Control == nil:
 		return fmt.Errorf("%w: Control is required", ErrInvalidConfig)
-	case c.HeartbeatTTL < 0 || c.CatchUpWait < 0:
+	case c.CatchUpWait < 0:
 		return fmt.Errorf("%w: durations must not be negative", ErrInvalidConfig)
 	case c.Keep < 0:
 		return fmt.Errorf("%w: Keep %d is negative", ErrInvalidConfig, c.Keep)
@@ -79,9 +75,6 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.HeartbeatTTL == 0 {
-		c.HeartbeatTTL = DefaultHeartbeatTTL
-	}
 	if c.CatchUpWait == 0 {
 		c.CatchUpWait = DefaultCatchUpWait
 	}
@@ -118,8 +111,16 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.leases.known = func(id string) bool {
+		cur := hub.Current()
+		if cur == nil {
+			return true
+		}
+		_, ok := cur.Node(id)
+		return ok
+	}
 	d := &DirectoryServer{cfg: cfg, dir: cfg.Directory, hub: hub, m: m}
-	a := &AdminServer{cfg: cfg, dir: cfg.Directory, ctl: cfg.Control, hub: hub, lg: cfg.Logger}
+	a := &AdminServer{cfg: cfg, dir: cfg.Directory, ctl: cfg.Control, hub: hub, lg: cfg.Logger, leases: m.leases}
 	au := &AutoServer{dir: cfg.Directory, admin: a, now: time.Now}
 	r := &RecoveryServer{cfg: cfg, dir: cfg.Directory, lg: cfg.Logger}
 	agg, err := load.New(load.Config{Map: hubMap{hub}})

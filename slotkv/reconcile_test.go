@@ -345,7 +345,7 @@ func TestReconcileCommitNobodyDrops(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := a.n().OrphanBytes()
-		if _, err := admin.Heartbeat(context.Background(), &slotdv1.HeartbeatRequest{NodeId: "a", Session: reg.GetSession(), OrphanBytes: &b}); err != nil {
+		if _, err := admin.Heartbeat(context.Background(), &slotdv1.HeartbeatRequest{NodeId: "a", Session: reg.GetSession(), LeaseId: reg.GetLeaseId(), OrphanBytes: &b}); err != nil {
 			t.Fatal(err)
 		}
 		ln, err := dirc.ListNodes(context.Background(), &slotdv1.ListNodesRequest{})
@@ -501,7 +501,7 @@ func TestFailedNodeComesBackWithOldData(t *testing.T) {
 	cn.stop()
 
 	for _, id := range []string{"a", "b"} {
-		if err := c.dir.Heartbeat(ctx, id); err != nil {
+		if err := c.dir.Touch(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}

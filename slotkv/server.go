@@ -43,6 +43,9 @@ type Config struct {
 	FreshMap          node.FreshMapFunc
 	// Clock, when set, is the node library's clock (tests).
 	Clock node.Clock
+	// Lease, when set, is the node's lease from slotd (node.Config.Lease):
+	// the node serves its slots only while it holds.
+	Lease *node.Lease
 }
 
 // Validate reports the first missing field.
@@ -89,6 +92,7 @@ func Open(cfg Config) (*Server, error) {
 		NoSync: cfg.NoSync, ExportBytesPerSecond: cfg.ExportBytesPerSecond,
 		Logger: cfg.Logger, Registerer: cfg.Registerer,
 		ReconcileInterval: cfg.ReconcileInterval, ReconcileGrace: cfg.ReconcileGrace, FreshMap: cfg.FreshMap, Clock: cfg.Clock,
+		Lease: cfg.Lease,
 	})
 	if err != nil {
 		eng.Close()

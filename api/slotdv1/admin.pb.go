@@ -321,12 +321,21 @@ type RegisterNodeResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Node    *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	Version uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	// Opaque session token to pass to Heartbeat.
+	// Opaque session token to pass to Heartbeat (it names the registration;
+	// lease_id names the lease).
 	Session string `protobuf:"bytes,3,opt,name=session,proto3" json:"session,omitempty"`
 	// Send a heartbeat at least this often.
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,4,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
-	// The session expires after this long without a heartbeat.
-	Ttl           *durationpb.Duration `protobuf:"bytes,5,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// The lease's TTL. Counted on the node's own monotonic clock from the
+	// moment it SENT the last renewal that succeeded (this registration or a
+	// Heartbeat), the node serves its slots for ttl - lease_margin and then
+	// refuses every read and write until a renewal succeeds. slotd declares
+	// the node down, or gives its slots away, only after ttl + lease_margin
+	// since the last renewal it granted (docs/leases.md).
+	Ttl *durationpb.Duration `protobuf:"bytes,5,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// The lease every Heartbeat renews.
+	LeaseId       int64                `protobuf:"varint,6,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	LeaseMargin   *durationpb.Duration `protobuf:"bytes,7,opt,name=lease_margin,json=leaseMargin,proto3" json:"lease_margin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -396,6 +405,20 @@ func (x *RegisterNodeResponse) GetTtl() *durationpb.Duration {
 	return nil
 }
 
+func (x *RegisterNodeResponse) GetLeaseId() int64 {
+	if x != nil {
+		return x.LeaseId
+	}
+	return 0
+}
+
+func (x *RegisterNodeResponse) GetLeaseMargin() *durationpb.Duration {
+	if x != nil {
+		return x.LeaseMargin
+	}
+	return nil
+}
+
 type HeartbeatRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	NodeId  string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -403,7 +426,12 @@ type HeartbeatRequest struct {
 	// Bytes the node holds that nothing in the directory explains (left
 	// copies its reconciliation has not dropped yet); unset when the node
 	// does not reconcile.
-	OrphanBytes   *int64 `protobuf:"varint,3,opt,name=orphan_bytes,json=orphanBytes,proto3,oneof" json:"orphan_bytes,omitempty"`
+	OrphanBytes *int64 `protobuf:"varint,3,opt,name=orphan_bytes,json=orphanBytes,proto3,oneof" json:"orphan_bytes,omitempty"`
+	// The lease to renew: RegisterNodeResponse.lease_id. Any other (an
+	// expired or replaced lease), or a node that is not registered (removed,
+	// declared failed), is refused with NOT_FOUND and nothing is renewed:
+	// register again.
+	LeaseId       int64 `protobuf:"varint,4,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -455,6 +483,13 @@ func (x *HeartbeatRequest) GetSession() string {
 func (x *HeartbeatRequest) GetOrphanBytes() int64 {
 	if x != nil && x.OrphanBytes != nil {
 		return *x.OrphanBytes
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetLeaseId() int64 {
+	if x != nil {
+		return x.LeaseId
 	}
 	return 0
 }
@@ -3602,17 +3637,20 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\x11BootstrapResponse\x12#\n" +
 	"\x03map\x18\x01 \x01(\v2\x11.slotd.v1.SlotMapR\x03map\"9\n" +
 	"\x13RegisterNodeRequest\x12\"\n" +
-	"\x04node\x18\x01 \x01(\v2\x0e.slotd.v1.NodeR\x04node\"\xe5\x01\n" +
+	"\x04node\x18\x01 \x01(\v2\x0e.slotd.v1.NodeR\x04node\"\xbe\x02\n" +
 	"\x14RegisterNodeResponse\x12\"\n" +
 	"\x04node\x18\x01 \x01(\v2\x0e.slotd.v1.NodeR\x04node\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x18\n" +
 	"\asession\x18\x03 \x01(\tR\asession\x12H\n" +
 	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12+\n" +
-	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"~\n" +
+	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x19\n" +
+	"\blease_id\x18\x06 \x01(\x03R\aleaseId\x12<\n" +
+	"\flease_margin\x18\a \x01(\v2\x19.google.protobuf.DurationR\vleaseMargin\"\x99\x01\n" +
 	"\x10HeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x12&\n" +
-	"\forphan_bytes\x18\x03 \x01(\x03H\x00R\vorphanBytes\x88\x01\x01B\x0f\n" +
+	"\forphan_bytes\x18\x03 \x01(\x03H\x00R\vorphanBytes\x88\x01\x01\x12\x19\n" +
+	"\blease_id\x18\x04 \x01(\x03R\aleaseIdB\x0f\n" +
 	"\r_orphan_bytes\"X\n" +
 	"\x11HeartbeatResponse\x12)\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x13.slotd.v1.NodeStateR\x05state\x12\x18\n" +
@@ -3990,98 +4028,99 @@ var file_slotdv1_admin_proto_depIdxs = []int32{
 	58, // 3: slotd.v1.RegisterNodeResponse.node:type_name -> slotd.v1.Node
 	60, // 4: slotd.v1.RegisterNodeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
 	60, // 5: slotd.v1.RegisterNodeResponse.ttl:type_name -> google.protobuf.Duration
-	61, // 6: slotd.v1.HeartbeatResponse.state:type_name -> slotd.v1.NodeState
-	58, // 7: slotd.v1.DrainNodeResponse.node:type_name -> slotd.v1.Node
-	58, // 8: slotd.v1.UndrainNodeResponse.node:type_name -> slotd.v1.Node
-	58, // 9: slotd.v1.SetWeightResponse.node:type_name -> slotd.v1.Node
-	58, // 10: slotd.v1.UpdateAddrResponse.node:type_name -> slotd.v1.Node
-	62, // 11: slotd.v1.PlannedMove.phase:type_name -> slotd.v1.MovePhase
-	63, // 12: slotd.v1.PlannedMove.started_at:type_name -> google.protobuf.Timestamp
-	63, // 13: slotd.v1.PlannedMove.finished_at:type_name -> google.protobuf.Timestamp
-	19, // 14: slotd.v1.PlanEdits.add:type_name -> slotd.v1.NodeSpec
-	55, // 15: slotd.v1.PlanEdits.weights:type_name -> slotd.v1.PlanEdits.WeightsEntry
-	23, // 16: slotd.v1.NodeBalance.load_before:type_name -> slotd.v1.NodeLoadView
-	23, // 17: slotd.v1.NodeBalance.load_after:type_name -> slotd.v1.NodeLoadView
-	18, // 18: slotd.v1.Plan.moves:type_name -> slotd.v1.PlannedMove
-	22, // 19: slotd.v1.Plan.nodes:type_name -> slotd.v1.NodeBalance
-	60, // 20: slotd.v1.Plan.estimated:type_name -> google.protobuf.Duration
-	0,  // 21: slotd.v1.Plan.state:type_name -> slotd.v1.PlanState
-	63, // 22: slotd.v1.Plan.created_at:type_name -> google.protobuf.Timestamp
-	20, // 23: slotd.v1.Plan.edits:type_name -> slotd.v1.PlanEdits
-	21, // 24: slotd.v1.Plan.progress:type_name -> slotd.v1.PlanProgress
-	63, // 25: slotd.v1.Plan.updated_at:type_name -> google.protobuf.Timestamp
-	64, // 26: slotd.v1.Plan.hot_spots:type_name -> slotd.v1.HotSpot
-	24, // 27: slotd.v1.Plan.blocked:type_name -> slotd.v1.BlockedSlots
-	19, // 28: slotd.v1.PlanRequest.add:type_name -> slotd.v1.NodeSpec
-	56, // 29: slotd.v1.PlanRequest.weights:type_name -> slotd.v1.PlanRequest.WeightsEntry
-	25, // 30: slotd.v1.PlanResponse.plan:type_name -> slotd.v1.Plan
-	25, // 31: slotd.v1.SubmitPlanRequest.plan:type_name -> slotd.v1.Plan
-	25, // 32: slotd.v1.SubmitPlanResponse.plan:type_name -> slotd.v1.Plan
-	25, // 33: slotd.v1.ListPlansResponse.plans:type_name -> slotd.v1.Plan
-	25, // 34: slotd.v1.GetPlanResponse.plan:type_name -> slotd.v1.Plan
-	25, // 35: slotd.v1.ApplyResponse.plan:type_name -> slotd.v1.Plan
-	25, // 36: slotd.v1.PauseResponse.plan:type_name -> slotd.v1.Plan
-	25, // 37: slotd.v1.ResumeResponse.plan:type_name -> slotd.v1.Plan
-	25, // 38: slotd.v1.CancelResponse.plan:type_name -> slotd.v1.Plan
-	25, // 39: slotd.v1.RollbackResponse.plan:type_name -> slotd.v1.Plan
-	25, // 40: slotd.v1.MoveResponse.plan:type_name -> slotd.v1.Plan
-	57, // 41: slotd.v1.Throttle.node_bytes_per_second:type_name -> slotd.v1.Throttle.NodeBytesPerSecondEntry
-	47, // 42: slotd.v1.SetThrottleResponse.throttle:type_name -> slotd.v1.Throttle
-	25, // 43: slotd.v1.StatusResponse.active_plan:type_name -> slotd.v1.Plan
-	18, // 44: slotd.v1.StatusResponse.in_flight:type_name -> slotd.v1.PlannedMove
-	47, // 45: slotd.v1.StatusResponse.throttle:type_name -> slotd.v1.Throttle
-	51, // 46: slotd.v1.StatusResponse.nodes:type_name -> slotd.v1.NodeLoad
-	58, // 47: slotd.v1.NodeLoad.node:type_name -> slotd.v1.Node
-	63, // 48: slotd.v1.HistoryEntry.time:type_name -> google.protobuf.Timestamp
-	1,  // 49: slotd.v1.HistoryEntry.kind:type_name -> slotd.v1.HistoryKind
-	52, // 50: slotd.v1.HistoryResponse.entries:type_name -> slotd.v1.HistoryEntry
-	2,  // 51: slotd.v1.Admin.Bootstrap:input_type -> slotd.v1.BootstrapRequest
-	4,  // 52: slotd.v1.Admin.RegisterNode:input_type -> slotd.v1.RegisterNodeRequest
-	6,  // 53: slotd.v1.Admin.Heartbeat:input_type -> slotd.v1.HeartbeatRequest
-	8,  // 54: slotd.v1.Admin.DrainNode:input_type -> slotd.v1.DrainNodeRequest
-	10, // 55: slotd.v1.Admin.UndrainNode:input_type -> slotd.v1.UndrainNodeRequest
-	12, // 56: slotd.v1.Admin.RemoveNode:input_type -> slotd.v1.RemoveNodeRequest
-	14, // 57: slotd.v1.Admin.SetWeight:input_type -> slotd.v1.SetWeightRequest
-	16, // 58: slotd.v1.Admin.UpdateAddr:input_type -> slotd.v1.UpdateAddrRequest
-	26, // 59: slotd.v1.Admin.Plan:input_type -> slotd.v1.PlanRequest
-	28, // 60: slotd.v1.Admin.SubmitPlan:input_type -> slotd.v1.SubmitPlanRequest
-	30, // 61: slotd.v1.Admin.ListPlans:input_type -> slotd.v1.ListPlansRequest
-	32, // 62: slotd.v1.Admin.GetPlan:input_type -> slotd.v1.GetPlanRequest
-	34, // 63: slotd.v1.Admin.Apply:input_type -> slotd.v1.ApplyRequest
-	36, // 64: slotd.v1.Admin.Pause:input_type -> slotd.v1.PauseRequest
-	38, // 65: slotd.v1.Admin.Resume:input_type -> slotd.v1.ResumeRequest
-	40, // 66: slotd.v1.Admin.Cancel:input_type -> slotd.v1.CancelRequest
-	42, // 67: slotd.v1.Admin.Rollback:input_type -> slotd.v1.RollbackRequest
-	44, // 68: slotd.v1.Admin.Move:input_type -> slotd.v1.MoveRequest
-	46, // 69: slotd.v1.Admin.SetThrottle:input_type -> slotd.v1.SetThrottleRequest
-	49, // 70: slotd.v1.Admin.Status:input_type -> slotd.v1.StatusRequest
-	53, // 71: slotd.v1.Admin.History:input_type -> slotd.v1.HistoryRequest
-	3,  // 72: slotd.v1.Admin.Bootstrap:output_type -> slotd.v1.BootstrapResponse
-	5,  // 73: slotd.v1.Admin.RegisterNode:output_type -> slotd.v1.RegisterNodeResponse
-	7,  // 74: slotd.v1.Admin.Heartbeat:output_type -> slotd.v1.HeartbeatResponse
-	9,  // 75: slotd.v1.Admin.DrainNode:output_type -> slotd.v1.DrainNodeResponse
-	11, // 76: slotd.v1.Admin.UndrainNode:output_type -> slotd.v1.UndrainNodeResponse
-	13, // 77: slotd.v1.Admin.RemoveNode:output_type -> slotd.v1.RemoveNodeResponse
-	15, // 78: slotd.v1.Admin.SetWeight:output_type -> slotd.v1.SetWeightResponse
-	17, // 79: slotd.v1.Admin.UpdateAddr:output_type -> slotd.v1.UpdateAddrResponse
-	27, // 80: slotd.v1.Admin.Plan:output_type -> slotd.v1.PlanResponse
-	29, // 81: slotd.v1.Admin.SubmitPlan:output_type -> slotd.v1.SubmitPlanResponse
-	31, // 82: slotd.v1.Admin.ListPlans:output_type -> slotd.v1.ListPlansResponse
-	33, // 83: slotd.v1.Admin.GetPlan:output_type -> slotd.v1.GetPlanResponse
-	35, // 84: slotd.v1.Admin.Apply:output_type -> slotd.v1.ApplyResponse
-	37, // 85: slotd.v1.Admin.Pause:output_type -> slotd.v1.PauseResponse
-	39, // 86: slotd.v1.Admin.Resume:output_type -> slotd.v1.ResumeResponse
-	41, // 87: slotd.v1.Admin.Cancel:output_type -> slotd.v1.CancelResponse
-	43, // 88: slotd.v1.Admin.Rollback:output_type -> slotd.v1.RollbackResponse
-	45, // 89: slotd.v1.Admin.Move:output_type -> slotd.v1.MoveResponse
-	48, // 90: slotd.v1.Admin.SetThrottle:output_type -> slotd.v1.SetThrottleResponse
-	50, // 91: slotd.v1.Admin.Status:output_type -> slotd.v1.StatusResponse
-	54, // 92: slotd.v1.Admin.History:output_type -> slotd.v1.HistoryResponse
-	72, // [72:93] is the sub-list for method output_type
-	51, // [51:72] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	60, // 6: slotd.v1.RegisterNodeResponse.lease_margin:type_name -> google.protobuf.Duration
+	61, // 7: slotd.v1.HeartbeatResponse.state:type_name -> slotd.v1.NodeState
+	58, // 8: slotd.v1.DrainNodeResponse.node:type_name -> slotd.v1.Node
+	58, // 9: slotd.v1.UndrainNodeResponse.node:type_name -> slotd.v1.Node
+	58, // 10: slotd.v1.SetWeightResponse.node:type_name -> slotd.v1.Node
+	58, // 11: slotd.v1.UpdateAddrResponse.node:type_name -> slotd.v1.Node
+	62, // 12: slotd.v1.PlannedMove.phase:type_name -> slotd.v1.MovePhase
+	63, // 13: slotd.v1.PlannedMove.started_at:type_name -> google.protobuf.Timestamp
+	63, // 14: slotd.v1.PlannedMove.finished_at:type_name -> google.protobuf.Timestamp
+	19, // 15: slotd.v1.PlanEdits.add:type_name -> slotd.v1.NodeSpec
+	55, // 16: slotd.v1.PlanEdits.weights:type_name -> slotd.v1.PlanEdits.WeightsEntry
+	23, // 17: slotd.v1.NodeBalance.load_before:type_name -> slotd.v1.NodeLoadView
+	23, // 18: slotd.v1.NodeBalance.load_after:type_name -> slotd.v1.NodeLoadView
+	18, // 19: slotd.v1.Plan.moves:type_name -> slotd.v1.PlannedMove
+	22, // 20: slotd.v1.Plan.nodes:type_name -> slotd.v1.NodeBalance
+	60, // 21: slotd.v1.Plan.estimated:type_name -> google.protobuf.Duration
+	0,  // 22: slotd.v1.Plan.state:type_name -> slotd.v1.PlanState
+	63, // 23: slotd.v1.Plan.created_at:type_name -> google.protobuf.Timestamp
+	20, // 24: slotd.v1.Plan.edits:type_name -> slotd.v1.PlanEdits
+	21, // 25: slotd.v1.Plan.progress:type_name -> slotd.v1.PlanProgress
+	63, // 26: slotd.v1.Plan.updated_at:type_name -> google.protobuf.Timestamp
+	64, // 27: slotd.v1.Plan.hot_spots:type_name -> slotd.v1.HotSpot
+	24, // 28: slotd.v1.Plan.blocked:type_name -> slotd.v1.BlockedSlots
+	19, // 29: slotd.v1.PlanRequest.add:type_name -> slotd.v1.NodeSpec
+	56, // 30: slotd.v1.PlanRequest.weights:type_name -> slotd.v1.PlanRequest.WeightsEntry
+	25, // 31: slotd.v1.PlanResponse.plan:type_name -> slotd.v1.Plan
+	25, // 32: slotd.v1.SubmitPlanRequest.plan:type_name -> slotd.v1.Plan
+	25, // 33: slotd.v1.SubmitPlanResponse.plan:type_name -> slotd.v1.Plan
+	25, // 34: slotd.v1.ListPlansResponse.plans:type_name -> slotd.v1.Plan
+	25, // 35: slotd.v1.GetPlanResponse.plan:type_name -> slotd.v1.Plan
+	25, // 36: slotd.v1.ApplyResponse.plan:type_name -> slotd.v1.Plan
+	25, // 37: slotd.v1.PauseResponse.plan:type_name -> slotd.v1.Plan
+	25, // 38: slotd.v1.ResumeResponse.plan:type_name -> slotd.v1.Plan
+	25, // 39: slotd.v1.CancelResponse.plan:type_name -> slotd.v1.Plan
+	25, // 40: slotd.v1.RollbackResponse.plan:type_name -> slotd.v1.Plan
+	25, // 41: slotd.v1.MoveResponse.plan:type_name -> slotd.v1.Plan
+	57, // 42: slotd.v1.Throttle.node_bytes_per_second:type_name -> slotd.v1.Throttle.NodeBytesPerSecondEntry
+	47, // 43: slotd.v1.SetThrottleResponse.throttle:type_name -> slotd.v1.Throttle
+	25, // 44: slotd.v1.StatusResponse.active_plan:type_name -> slotd.v1.Plan
+	18, // 45: slotd.v1.StatusResponse.in_flight:type_name -> slotd.v1.PlannedMove
+	47, // 46: slotd.v1.StatusResponse.throttle:type_name -> slotd.v1.Throttle
+	51, // 47: slotd.v1.StatusResponse.nodes:type_name -> slotd.v1.NodeLoad
+	58, // 48: slotd.v1.NodeLoad.node:type_name -> slotd.v1.Node
+	63, // 49: slotd.v1.HistoryEntry.time:type_name -> google.protobuf.Timestamp
+	1,  // 50: slotd.v1.HistoryEntry.kind:type_name -> slotd.v1.HistoryKind
+	52, // 51: slotd.v1.HistoryResponse.entries:type_name -> slotd.v1.HistoryEntry
+	2,  // 52: slotd.v1.Admin.Bootstrap:input_type -> slotd.v1.BootstrapRequest
+	4,  // 53: slotd.v1.Admin.RegisterNode:input_type -> slotd.v1.RegisterNodeRequest
+	6,  // 54: slotd.v1.Admin.Heartbeat:input_type -> slotd.v1.HeartbeatRequest
+	8,  // 55: slotd.v1.Admin.DrainNode:input_type -> slotd.v1.DrainNodeRequest
+	10, // 56: slotd.v1.Admin.UndrainNode:input_type -> slotd.v1.UndrainNodeRequest
+	12, // 57: slotd.v1.Admin.RemoveNode:input_type -> slotd.v1.RemoveNodeRequest
+	14, // 58: slotd.v1.Admin.SetWeight:input_type -> slotd.v1.SetWeightRequest
+	16, // 59: slotd.v1.Admin.UpdateAddr:input_type -> slotd.v1.UpdateAddrRequest
+	26, // 60: slotd.v1.Admin.Plan:input_type -> slotd.v1.PlanRequest
+	28, // 61: slotd.v1.Admin.SubmitPlan:input_type -> slotd.v1.SubmitPlanRequest
+	30, // 62: slotd.v1.Admin.ListPlans:input_type -> slotd.v1.ListPlansRequest
+	32, // 63: slotd.v1.Admin.GetPlan:input_type -> slotd.v1.GetPlanRequest
+	34, // 64: slotd.v1.Admin.Apply:input_type -> slotd.v1.ApplyRequest
+	36, // 65: slotd.v1.Admin.Pause:input_type -> slotd.v1.PauseRequest
+	38, // 66: slotd.v1.Admin.Resume:input_type -> slotd.v1.ResumeRequest
+	40, // 67: slotd.v1.Admin.Cancel:input_type -> slotd.v1.CancelRequest
+	42, // 68: slotd.v1.Admin.Rollback:input_type -> slotd.v1.RollbackRequest
+	44, // 69: slotd.v1.Admin.Move:input_type -> slotd.v1.MoveRequest
+	46, // 70: slotd.v1.Admin.SetThrottle:input_type -> slotd.v1.SetThrottleRequest
+	49, // 71: slotd.v1.Admin.Status:input_type -> slotd.v1.StatusRequest
+	53, // 72: slotd.v1.Admin.History:input_type -> slotd.v1.HistoryRequest
+	3,  // 73: slotd.v1.Admin.Bootstrap:output_type -> slotd.v1.BootstrapResponse
+	5,  // 74: slotd.v1.Admin.RegisterNode:output_type -> slotd.v1.RegisterNodeResponse
+	7,  // 75: slotd.v1.Admin.Heartbeat:output_type -> slotd.v1.HeartbeatResponse
+	9,  // 76: slotd.v1.Admin.DrainNode:output_type -> slotd.v1.DrainNodeResponse
+	11, // 77: slotd.v1.Admin.UndrainNode:output_type -> slotd.v1.UndrainNodeResponse
+	13, // 78: slotd.v1.Admin.RemoveNode:output_type -> slotd.v1.RemoveNodeResponse
+	15, // 79: slotd.v1.Admin.SetWeight:output_type -> slotd.v1.SetWeightResponse
+	17, // 80: slotd.v1.Admin.UpdateAddr:output_type -> slotd.v1.UpdateAddrResponse
+	27, // 81: slotd.v1.Admin.Plan:output_type -> slotd.v1.PlanResponse
+	29, // 82: slotd.v1.Admin.SubmitPlan:output_type -> slotd.v1.SubmitPlanResponse
+	31, // 83: slotd.v1.Admin.ListPlans:output_type -> slotd.v1.ListPlansResponse
+	33, // 84: slotd.v1.Admin.GetPlan:output_type -> slotd.v1.GetPlanResponse
+	35, // 85: slotd.v1.Admin.Apply:output_type -> slotd.v1.ApplyResponse
+	37, // 86: slotd.v1.Admin.Pause:output_type -> slotd.v1.PauseResponse
+	39, // 87: slotd.v1.Admin.Resume:output_type -> slotd.v1.ResumeResponse
+	41, // 88: slotd.v1.Admin.Cancel:output_type -> slotd.v1.CancelResponse
+	43, // 89: slotd.v1.Admin.Rollback:output_type -> slotd.v1.RollbackResponse
+	45, // 90: slotd.v1.Admin.Move:output_type -> slotd.v1.MoveResponse
+	48, // 91: slotd.v1.Admin.SetThrottle:output_type -> slotd.v1.SetThrottleResponse
+	50, // 92: slotd.v1.Admin.Status:output_type -> slotd.v1.StatusResponse
+	54, // 93: slotd.v1.Admin.History:output_type -> slotd.v1.HistoryResponse
+	73, // [73:94] is the sub-list for method output_type
+	52, // [52:73] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_slotdv1_admin_proto_init() }

@@ -467,7 +467,14 @@ type NodeInfo struct {
 	HoldDownUntil *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=hold_down_until,json=holdDownUntil,proto3" json:"hold_down_until,omitempty"`
 	// Orphan bytes the node reported with its last heartbeat; unset when it
 	// has no live lease or never reported any.
-	OrphanBytes   *int64 `protobuf:"varint,5,opt,name=orphan_bytes,json=orphanBytes,proto3,oneof" json:"orphan_bytes,omitempty"`
+	OrphanBytes *int64 `protobuf:"varint,5,opt,name=orphan_bytes,json=orphanBytes,proto3,oneof" json:"orphan_bytes,omitempty"`
+	// When the node's live lease was granted (its last registration); unset
+	// without one.
+	LeaseGranted *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=lease_granted,json=leaseGranted,proto3" json:"lease_granted,omitempty"`
+	// When the store stops serving unless it renews its lease (last renewal
+	// + ttl - margin, to the second). Unset without a live lease: the store
+	// serves nothing then (it has self-fenced, or never registered).
+	LeaseExpires  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=lease_expires,json=leaseExpires,proto3" json:"lease_expires,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -535,6 +542,20 @@ func (x *NodeInfo) GetOrphanBytes() int64 {
 		return *x.OrphanBytes
 	}
 	return 0
+}
+
+func (x *NodeInfo) GetLeaseGranted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseGranted
+	}
+	return nil
+}
+
+func (x *NodeInfo) GetLeaseExpires() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseExpires
+	}
+	return nil
 }
 
 type ListNodesResponse struct {
@@ -616,13 +637,15 @@ const file_slotdv1_directory_proto_rawDesc = "" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x121\n" +
 	"\tmigration\x18\x05 \x01(\v2\x13.slotd.v1.MigrationR\tmigration\"\x12\n" +
-	"\x10ListNodesRequest\"\x84\x02\n" +
+	"\x10ListNodesRequest\"\x86\x03\n" +
 	"\bNodeInfo\x12\"\n" +
 	"\x04node\x18\x01 \x01(\v2\x0e.slotd.v1.NodeR\x04node\x12\x14\n" +
 	"\x05slots\x18\x02 \x01(\rR\x05slots\x12A\n" +
 	"\x0elast_heartbeat\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\x12B\n" +
 	"\x0fhold_down_until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rholdDownUntil\x12&\n" +
-	"\forphan_bytes\x18\x05 \x01(\x03H\x00R\vorphanBytes\x88\x01\x01B\x0f\n" +
+	"\forphan_bytes\x18\x05 \x01(\x03H\x00R\vorphanBytes\x88\x01\x01\x12?\n" +
+	"\rlease_granted\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fleaseGranted\x12?\n" +
+	"\rlease_expires\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\fleaseExpiresB\x0f\n" +
 	"\r_orphan_bytes\"W\n" +
 	"\x11ListNodesResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12(\n" +
@@ -670,20 +693,22 @@ var file_slotdv1_directory_proto_depIdxs = []int32{
 	12, // 4: slotd.v1.NodeInfo.node:type_name -> slotd.v1.Node
 	13, // 5: slotd.v1.NodeInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
 	13, // 6: slotd.v1.NodeInfo.hold_down_until:type_name -> google.protobuf.Timestamp
-	7,  // 7: slotd.v1.ListNodesResponse.nodes:type_name -> slotd.v1.NodeInfo
-	0,  // 8: slotd.v1.Directory.GetMap:input_type -> slotd.v1.GetMapRequest
-	2,  // 9: slotd.v1.Directory.WatchMap:input_type -> slotd.v1.WatchMapRequest
-	4,  // 10: slotd.v1.Directory.Lookup:input_type -> slotd.v1.LookupRequest
-	6,  // 11: slotd.v1.Directory.ListNodes:input_type -> slotd.v1.ListNodesRequest
-	1,  // 12: slotd.v1.Directory.GetMap:output_type -> slotd.v1.GetMapResponse
-	3,  // 13: slotd.v1.Directory.WatchMap:output_type -> slotd.v1.WatchMapResponse
-	5,  // 14: slotd.v1.Directory.Lookup:output_type -> slotd.v1.LookupResponse
-	8,  // 15: slotd.v1.Directory.ListNodes:output_type -> slotd.v1.ListNodesResponse
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	13, // 7: slotd.v1.NodeInfo.lease_granted:type_name -> google.protobuf.Timestamp
+	13, // 8: slotd.v1.NodeInfo.lease_expires:type_name -> google.protobuf.Timestamp
+	7,  // 9: slotd.v1.ListNodesResponse.nodes:type_name -> slotd.v1.NodeInfo
+	0,  // 10: slotd.v1.Directory.GetMap:input_type -> slotd.v1.GetMapRequest
+	2,  // 11: slotd.v1.Directory.WatchMap:input_type -> slotd.v1.WatchMapRequest
+	4,  // 12: slotd.v1.Directory.Lookup:input_type -> slotd.v1.LookupRequest
+	6,  // 13: slotd.v1.Directory.ListNodes:input_type -> slotd.v1.ListNodesRequest
+	1,  // 14: slotd.v1.Directory.GetMap:output_type -> slotd.v1.GetMapResponse
+	3,  // 15: slotd.v1.Directory.WatchMap:output_type -> slotd.v1.WatchMapResponse
+	5,  // 16: slotd.v1.Directory.Lookup:output_type -> slotd.v1.LookupResponse
+	8,  // 17: slotd.v1.Directory.ListNodes:output_type -> slotd.v1.ListNodesResponse
+	14, // [14:18] is the sub-list for method output_type
+	10, // [10:14] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_slotdv1_directory_proto_init() }

@@ -15,8 +15,9 @@ type metrics struct {
 }
 
 // newMetrics registers the node's metrics on reg; a nil reg keeps them
-// unregistered (they still count, nobody scrapes them).
-func newMetrics(reg prometheus.Registerer) *metrics {
+// unregistered (they still count, nobody scrapes them). With a lease, the
+// node also exports slotd_node_self_fenced.
+func newMetrics(reg prometheus.Registerer, lease *Lease) *metrics {
 	m := &metrics{
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "slotd_node_writes_total",
@@ -56,6 +57,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.writes, m.redirects, m.exportBytes, m.importBytes, m.fenced, m.throttle, m.orphanBytes, m.reconcileActions)
+		if lease != nil {
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "slotd_node_self_fenced",
+				Help: "1 while the node serves none of its slots because it could not renew its lease from slotd in time (cut off from slotd, or not registered yet).",
+			}, func() float64 {
+				if lease.SelfFenced() {
+					return 1
+				}
+				return 0
+			}))
+		}
 	}
 	return m
 }

@@ -58,6 +58,11 @@ type Config struct {
 	// FreshMap, when set, is read before each clean-up to confirm it (see
 	// ReconcileOnce); without it the node's own map decides.
 	FreshMap FreshMapFunc
+	// Lease, when set, is the node's lease from slotd (the Registrar renews
+	// it): the node serves the slots it owns only while the lease holds,
+	// and answers ErrSelfFenced otherwise. Nil serves without one (a single
+	// node, tests); a node that slotd can declare failed needs it.
+	Lease *Lease
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 	// Registerer receives the node's metrics (default: none registered).
@@ -208,7 +213,7 @@ func New(cfg Config) (*Node, error) {
 		cfg:        cfg,
 		store:      cfg.Store,
 		lg:         cfg.Logger.With("node", cfg.ID),
-		m:          newMetrics(cfg.Registerer),
+		m:          newMetrics(cfg.Registerer, cfg.Lease),
 		throttle:   NewThrottle(cfg.ExportBytesPerSecond, cfg.Clock),
 		fences:     fences,
 		captures:   caps,
@@ -312,14 +317,18 @@ func (n *Node) owner(s slots.Slot) (Owner, error) {
 }
 
 // CheckRead returns nil when this node may serve a read of key: it owns the
-// key's slot. A fenced slot still serves reads: its data is final until the
-// new owner takes over. Otherwise it returns a *RedirectError or ErrNoMap.
+// key's slot and holds its lease. A fenced slot still serves reads: its
+// data is final until the new owner takes over. Otherwise it returns a
+// *RedirectError, ErrNoMap or a *SelfFencedError.
 //
 // A nil answer counts the read in the slot's load (a read refused is not
 // load on this node).
 func (n *Node) CheckRead(key []byte) error {
 	s := slots.ForKey(key)
 	if _, err := n.owner(s); err != nil {
+		return err
+	}
+	if err := n.leaseHolds(); err != nil {
 		return err
 	}
 	n.countRead(s, key)
@@ -354,6 +363,10 @@ func (n *Node) write(ctx context.Context, s slots.Slot, prepare func() ([]Mutati
 	if n.fenced[s.Int()].Load() {
 		return n.fencedError(s)
 	}
+	// Checked under the slot's lock: a write may have waited for it.
+	if err := n.leaseHolds(); err != nil {
+		return err
+	}
 	batch, err := prepare()
 	if err != nil {
 		return err
@@ -379,7 +392,24 @@ func (n *Node) write(ctx context.Context, s slots.Slot, prepare func() ([]Mutati
 			return err
 		}
 	}
+	// A lease that ran out while the write was applied (a slow disk, a
+	// pause) acknowledges nothing: slotd may be giving the slot away.
+	if err := n.leaseHolds(); err != nil {
+		var sf *SelfFencedError
+		if errors.As(err, &sf) {
+			sf.Applied = true
+		}
+		return err
+	}
 	return nil
+}
+
+// leaseHolds is nil while the node's lease holds (or it has none to keep).
+func (n *Node) leaseHolds() error {
+	if n.cfg.Lease == nil {
+		return nil
+	}
+	return n.cfg.Lease.Check()
 }
 
 func resultOf(err error) string {
@@ -388,7 +418,7 @@ func resultOf(err error) string {
 		return "ok"
 	case errors.Is(err, ErrMoved), errors.Is(err, ErrAsk):
 		return "redirect"
-	case errors.Is(err, ErrFenced), errors.Is(err, ErrNoMap):
+	case errors.Is(err, ErrFenced), errors.Is(err, ErrNoMap), errors.Is(err, ErrSelfFenced):
 		return "unavailable"
 	}
 	return "error"

@@ -33,6 +33,10 @@ type RegistrarConfig struct {
 	// successful registration (Node.RequireMapVersion: a node never acts on
 	// a map from before it joined).
 	OnRegistered func(version uint64)
+	// Lease, when set, is renewed by every registration and heartbeat that
+	// succeeds, and dropped when slotd says it is gone; give the same one
+	// to the Node (Config.Lease), which serves only while it holds.
+	Lease *Lease
 }
 
 // Validate reports the first missing or bad field.
@@ -95,12 +99,28 @@ func (r *Registrar) set(ok bool, state slotdv1.NodeState, version uint64) {
 	}
 }
 
+// registerTimeout bounds one registration attempt: a connection that
+// hangs (a partition that drops packets) must not stop the retries.
+const registerTimeout = 10 * time.Second
+
+// now reads the lease's clock (the real one without a lease): a renewal's
+// time is read before its request goes out.
+func (r *Registrar) now() time.Time {
+	if r.cfg.Lease != nil {
+		return r.cfg.Lease.clock.Now()
+	}
+	return time.Now()
+}
+
 // Run registers and heartbeats until ctx is done.
 func (r *Registrar) Run(ctx context.Context) error {
 	bo := backoff.Backoff{Initial: r.cfg.MinBackoff, Max: r.cfg.MaxBackoff, Jitter: 0.5}
 	wait := func() bool { return bo.Sleep(ctx) }
 	for {
-		resp, err := r.cfg.Admin.RegisterNode(ctx, &slotdv1.RegisterNodeRequest{Node: r.cfg.Node})
+		sent := r.now()
+		rctx, cancel := context.WithTimeout(ctx, registerTimeout)
+		resp, err := r.cfg.Admin.RegisterNode(rctx, &slotdv1.RegisterNodeRequest{Node: r.cfg.Node})
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -112,25 +132,37 @@ func (r *Registrar) Run(ctx context.Context) error {
 			continue
 		}
 		bo.Reset()
+		// The map first: once the lease holds, the node serves from a map
+		// at least as new as this registration, never an older one.
 		if r.cfg.OnRegistered != nil {
 			r.cfg.OnRegistered(resp.GetVersion())
 		}
+		r.renewed(resp, sent)
 		r.set(true, resp.GetNode().GetState(), resp.GetVersion())
-		r.lg.Info("node registered", "state", resp.GetNode().GetState().String(), "version", resp.GetVersion())
-		interval := resp.GetHeartbeatInterval().AsDuration()
-		if interval <= 0 {
-			interval = time.Second
-		}
-		if !r.heartbeat(ctx, resp.GetSession(), interval) {
+		r.lg.Info("node registered", "state", resp.GetNode().GetState().String(), "version", resp.GetVersion(),
+			"lease_ttl", resp.GetTtl().AsDuration(), "lease_margin", resp.GetLeaseMargin().AsDuration())
+		if !r.heartbeat(ctx, resp) {
 			return nil
 		}
 		r.set(false, slotdv1.NodeState_NODE_STATE_UNSPECIFIED, 0)
 	}
 }
 
-// heartbeat renews the session every interval; it returns false when ctx is
-// done and true when the session is gone and the node must register again.
-func (r *Registrar) heartbeat(ctx context.Context, session string, interval time.Duration) bool {
+// renewed extends the lease by what reg granted, counted from sent.
+func (r *Registrar) renewed(reg *slotdv1.RegisterNodeResponse, sent time.Time) {
+	if r.cfg.Lease != nil {
+		r.cfg.Lease.Renewed(reg.GetLeaseId(), sent, reg.GetTtl().AsDuration(), reg.GetLeaseMargin().AsDuration())
+	}
+}
+
+// heartbeat renews the lease reg granted every heartbeat interval; it
+// returns false when ctx is done and true when the lease is gone and the
+// node must register again.
+func (r *Registrar) heartbeat(ctx context.Context, reg *slotdv1.RegisterNodeResponse) bool {
+	interval := reg.GetHeartbeatInterval().AsDuration()
+	if interval <= 0 {
+		interval = time.Second
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -139,19 +171,30 @@ func (r *Registrar) heartbeat(ctx context.Context, session string, interval time
 			return false
 		case <-t.C:
 		}
-		req := &slotdv1.HeartbeatRequest{NodeId: r.cfg.Node.GetId(), Session: session}
+		req := &slotdv1.HeartbeatRequest{NodeId: r.cfg.Node.GetId(), Session: reg.GetSession(), LeaseId: reg.GetLeaseId()}
 		if r.cfg.OrphanBytes != nil {
 			b := r.cfg.OrphanBytes()
 			req.OrphanBytes = &b
 		}
-		resp, err := r.cfg.Admin.Heartbeat(ctx, req)
+		sent := r.now()
+		// One interval at most: a renewal stuck on a dead connection must
+		// not hold back the next one.
+		hctx, cancel := context.WithTimeout(ctx, interval)
+		resp, err := r.cfg.Admin.Heartbeat(hctx, req)
+		cancel()
 		switch {
 		case err == nil:
+			r.renewed(reg, sent)
 			r.set(true, resp.GetState(), resp.GetVersion())
 		case ctx.Err() != nil:
 			return false
 		case status.Code(err) == codes.NotFound:
-			r.lg.Warn("node session expired; registering again")
+			// Slotd let the lease go: the node may have been declared
+			// failed. Serve nothing until a registration grants another.
+			if r.cfg.Lease != nil {
+				r.cfg.Lease.Lost()
+			}
+			r.lg.Warn("node lease is gone; registering again", "err", err)
 			return true
 		default:
 			// slotd may be restarting; the session survives until its TTL,

@@ -45,7 +45,7 @@ func codeOf(err error) codes.Code {
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded
 	case errors.Is(err, ErrNoMap), errors.Is(err, ErrMapBehind), errors.Is(err, ErrClosed),
-		errors.Is(err, ErrDropping):
+		errors.Is(err, ErrDropping), errors.Is(err, ErrSelfFenced):
 		return codes.Unavailable
 	case errors.Is(err, ErrCaptureLost):
 		return codes.OutOfRange

@@ -31,8 +31,8 @@ func TestNodesFail(t *testing.T) {
 	go func() {
 		defer close(beats)
 		for ctx.Err() == nil {
-			_ = d.Heartbeat(ctx, "n1")
-			_ = d.Heartbeat(ctx, "n2")
+			_ = d.Touch(ctx, "n1")
+			_ = d.Touch(ctx, "n2")
 			select {
 			case <-ctx.Done():
 			case <-time.After(100 * time.Millisecond):

@@ -18,7 +18,9 @@ func init() { registerNodes(newNodesListCmd) }
 //	{"version": 12,
 //	 "nodes": [{"id": "n1", "address": "127.0.0.1:7501", "zone": "", "weight": 1,
 //	            "state": "active", "slots": 5461,
-//	            "last_heartbeat": "2026-01-02T03:04:05.123Z", "hold_down_until": ""}]}
+//	            "last_heartbeat": "2026-01-02T03:04:05.123Z", "hold_down_until": "",
+//	            "lease_granted": "2026-01-02T03:00:00Z", "lease_expires": "2026-01-02T03:04:14Z",
+//	            "self_fenced": false}]}
 //
 // Times are RFC 3339 in UTC, "" when unset. Nodes are sorted by id.
 type nodesListJSON struct {
@@ -31,12 +33,35 @@ type nodeInfoJSON struct {
 	Slots         uint32 `json:"slots"`
 	LastHeartbeat string `json:"last_heartbeat"`
 	HoldDownUntil string `json:"hold_down_until"`
+	leaseJSON
+}
+
+// leaseJSON is a store's lease from slotd: when it was granted (the last
+// registration), when the store stops serving unless it renews, and
+// whether it serves nothing now for want of one (self_fenced: no live
+// lease, so the store has stopped serving or never registered).
+type leaseJSON struct {
+	LeaseGranted string `json:"lease_granted"`
+	LeaseExpires string `json:"lease_expires"`
+	SelfFenced   bool   `json:"self_fenced"`
+}
+
+func leaseOf(n *slotdv1.NodeInfo) leaseJSON {
+	return leaseJSON{LeaseGranted: timeJSON(n.GetLeaseGranted()), LeaseExpires: timeJSON(n.GetLeaseExpires()), SelfFenced: n.GetLeaseExpires() == nil}
+}
+
+// leaseText is the LEASE column: "until 03:04:14Z" or "none: self-fenced".
+func leaseText(n *slotdv1.NodeInfo) string {
+	if n.GetLeaseExpires() == nil {
+		return "none: self-fenced"
+	}
+	return "until " + n.GetLeaseExpires().AsTime().UTC().Format("15:04:05Z")
 }
 
 func newNodesListCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "list",
-		Short:   "List the registered nodes with their state, slots and last heartbeat",
+		Short:   "List the registered nodes with their state, slots, last heartbeat and lease",
 		Example: "  slotctl nodes list\n  slotctl nodes list -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -54,13 +79,14 @@ func newNodesListCmd(g *globals) *cobra.Command {
 					out.Nodes = append(out.Nodes, nodeInfoJSON{
 						nodeJSON: nodeOf(n.GetNode()), Slots: n.GetSlots(),
 						LastHeartbeat: timeJSON(n.GetLastHeartbeat()), HoldDownUntil: timeJSON(n.GetHoldDownUntil()),
+						leaseJSON: leaseOf(n),
 					})
 				}
 				return g.print(out, func(w io.Writer) error {
-					t := newTable(w, "NODE", "ADDRESS", "ZONE", "WEIGHT", "STATE", "SLOTS", "LAST HEARTBEAT", "HELD DOWN UNTIL")
+					t := newTable(w, "NODE", "ADDRESS", "ZONE", "WEIGHT", "STATE", "SLOTS", "LAST HEARTBEAT", "LEASE", "HELD DOWN UNTIL")
 					for i, n := range out.Nodes {
 						t.row(n.ID, n.Address, orDash(n.Zone), n.Weight, n.State, n.Slots,
-							formatTime(infos[i].GetLastHeartbeat()), formatTime(infos[i].GetHoldDownUntil()))
+							formatTime(infos[i].GetLastHeartbeat()), leaseText(infos[i]), formatTime(infos[i].GetHoldDownUntil()))
 					}
 					return t.flush()
 				})

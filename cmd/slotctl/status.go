@@ -46,6 +46,10 @@ type statusJSON struct {
 	// nothing in the directory explains (left copies its reconciliation
 	// is dropping or waiting out the grace for). Omitted when none.
 	OrphanBytes map[string]int64 `json:"orphan_bytes,omitempty"`
+	// SelfFenced names the nodes without a live lease: they serve none of
+	// their slots (cut off from slotd, stopped, or not registered yet).
+	// Omitted when none.
+	SelfFenced []string `json:"self_fenced,omitempty"`
 	// LoadUnknown names the nodes whose load is unknown; HotSpots the
 	// slots moving cannot fix. Both empty against a slotd without load.
 	LoadUnknown []string      `json:"load_unknown"`
@@ -94,33 +98,41 @@ func newStatusCmd(g *globals) *cobra.Command {
 				// Orphan bytes ride the nodes' heartbeats into their
 				// liveness records: ListNodes has them. Status still
 				// prints without them (an older slotd).
-				var orphans map[string]int64
+				var infos []*slotdv1.NodeInfo
 				if ln, err := c.dir.ListNodes(cctx, &slotdv1.ListNodesRequest{}); err == nil {
-					for _, n := range ln.GetNodes() {
-						if b := n.GetOrphanBytes(); b > 0 {
-							if orphans == nil {
-								orphans = map[string]int64{}
-							}
-							orphans[n.GetNode().GetId()] = b
-						}
-					}
+					infos = ln.GetNodes()
 				}
 				lv, _, err := loadView(cctx, c, false)
 				if err != nil {
 					return err
 				}
-				return g.printStatus(st, orphans, lv)
+				return g.printStatus(st, infos, lv)
 			})
 		},
 	}
 }
 
-func (g *globals) printStatus(st *slotdv1.StatusResponse, orphans map[string]int64, lv load.View) error {
+// printStatus prints st, with the orphan bytes and leases of infos (nil
+// from a slotd whose ListNodes failed) and the load of lv.
+func (g *globals) printStatus(st *slotdv1.StatusResponse, infos []*slotdv1.NodeInfo, lv load.View) error {
 	out := statusJSON{
 		Version: st.GetVersion(), Server: st.GetServer(), MoverLeader: st.GetMoverLeader(),
 		Throttle: st.GetThrottle().GetDefaultBytesPerSecond(), Nodes: []nodeLoadJSON{}, InFlight: []moveJSON{},
-		OrphanBytes: orphans, LoadUnknown: unknownOf(lv), HotSpots: hotSpotsOf(lv),
+		LoadUnknown: unknownOf(lv), HotSpots: hotSpotsOf(lv),
 	}
+	for _, n := range infos {
+		id := n.GetNode().GetId()
+		if b := n.GetOrphanBytes(); b > 0 {
+			if out.OrphanBytes == nil {
+				out.OrphanBytes = map[string]int64{}
+			}
+			out.OrphanBytes[id] = b
+		}
+		if n.GetLeaseExpires() == nil {
+			out.SelfFenced = append(out.SelfFenced, id)
+		}
+	}
+	slices.Sort(out.SelfFenced)
 	measured := map[string]*measuredJSON{}
 	for _, n := range lv.Nodes {
 		measured[n.ID] = measuredOf(n)
@@ -171,6 +183,10 @@ func (g *globals) printStatus(st *slotdv1.StatusResponse, orphans map[string]int
 		}
 		if line := orphanLine(out.OrphanBytes); line != "" {
 			fmt.Fprintf(w, "\n%s\n", line)
+		}
+		if len(out.SelfFenced) > 0 {
+			fmt.Fprintf(w, "\nno lease, serving none of their slots (self-fenced: cut off from slotd, stopped, or not registered): %s\n",
+				strings.Join(out.SelfFenced, ", "))
 		}
 		if p := st.GetActivePlan(); p != nil {
 			fmt.Fprintf(w, "\n%s\n", planProgressLine(p))

@@ -248,8 +248,14 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 			return slotmap.FromProto(resp.GetMap())
 		}
 	}
+	// A node in a cluster serves its slots only while it holds its lease
+	// from slotd (the registrar renews it); a standalone one has no slotd.
+	var lease *node.Lease
+	if conn != nil {
+		lease = node.NewLease(o.id, nil, lg)
+	}
 	srv, err := slotkv.Open(slotkv.Config{
-		ID: o.id, DataDir: o.dataDir, Map: maps, NoSync: !o.fsync,
+		ID: o.id, DataDir: o.dataDir, Map: maps, NoSync: !o.fsync, Lease: lease,
 		ExportBytesPerSecond: o.exportRate, Logger: lg, Registerer: reg,
 		ReconcileInterval: o.reconcileInterval, ReconcileGrace: o.reconcileGrace, FreshMap: fresh,
 	})
@@ -267,6 +273,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 			// never acts on a map from before its registration.
 			OrphanBytes:  srv.Node().OrphanBytes,
 			OnRegistered: srv.Node().RequireMapVersion,
+			Lease:        lease,
 		})
 		if err != nil {
 			srv.Close()
