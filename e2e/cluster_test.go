@@ -33,6 +33,10 @@ type clusterOpts struct {
 	weights map[string]uint32
 	// slotdArgs and nodeArgs are extra flags of every slotd and slotkv.
 	slotdArgs, nodeArgs []string
+	// nodeFlags, when set, gives extra flags of node id, after nodeArgs (a
+	// flag given twice takes its last value: --slotd, --advertise or --http
+	// replace the defaults). It runs once the slotds serve, before id starts.
+	nodeFlags func(c *cluster, id string) []string
 }
 
 // cluster is a full deployment on 127.0.0.1: a real three-member etcd
@@ -167,9 +171,18 @@ func (c *cluster) weight(id string) uint32 { return max(1, c.weights[id]) }
 
 func (c *cluster) startNode(id string) *harness.Proc {
 	p := c.h.Start(id, "slotkv", nil, append([]string{"--id", id, "--listen", c.h.Addr(id), "--http", "",
-		"--data-dir", c.h.Dir(id), "--slotd", c.nodeSlotd(id), "--fsync=false", "--weight", fmt.Sprint(c.weight(id))}, c.opts.nodeArgs...)...)
+		"--data-dir", c.h.Dir(id), "--slotd", c.nodeSlotd(id), "--fsync=false", "--weight", fmt.Sprint(c.weight(id))}, c.nodeArgs(id)...)...)
 	c.nodes[id] = p
 	return p
+}
+
+// nodeArgs are the extra flags of node id: nodeArgs, then nodeFlags'.
+func (c *cluster) nodeArgs(id string) []string {
+	args := slices.Clone(c.opts.nodeArgs)
+	if c.opts.nodeFlags != nil {
+		args = append(args, c.opts.nodeFlags(c, id)...)
+	}
+	return args
 }
 
 // waitRegistered waits until every id is a registered, active node.

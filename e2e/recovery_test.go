@@ -195,8 +195,10 @@ func TestFailNodeAndComeBack(t *testing.T) {
 
 // nodeFailResult is slotctl nodes fail -o json.
 type nodeFailResult struct {
-	Applied   bool   `json:"applied"`
-	SlotCount uint32 `json:"slot_count"`
+	Applied   bool              `json:"applied"`
+	Version   uint64            `json:"version"`
+	SlotCount uint32            `json:"slot_count"`
+	NewOwners map[string]uint32 `json:"new_owners"`
 }
 
 // TestKillSlotdAndDrainingNode (scenario 9 b): the slotd leading the mover
