@@ -28,10 +28,14 @@
 // copy of its old data back under its id; (b) SIGKILL the mover's slotd and
 // the draining node together mid-drain; (c) SIGSTOP a fenced source past
 // down-after; (d) SIGKILL the mover leader right after commits. Scenario 9
-// ends with every node reporting 0 orphan bytes.
+// ends with every node reporting 0 orphan bytes. 12 (partition_test.go,
+// issue 37): TCP proxies (harness.Proxy) on both paths between a node and
+// slotd are cut while an application still reaches the node directly; it
+// is declared failed and must acknowledge none of that application's
+// writes from then on, and rejoins empty once healed.
 //
 // `go test ./e2e` (and `make test`) runs 1 (on a 256-move sample of the
-// plan), 3 and 9 (a); E2E_FULL=1 runs all of them with the full rebalance
+// plan), 3, 9 (a) and 12; E2E_FULL=1 runs all of them with the full rebalance
 // (`make e2e`), and prints a table: scenario, operations, client errors,
 // lost writes, linearizable, time.
 package e2e
