@@ -71,7 +71,7 @@ func TestLeaseArithmetic(t *testing.T) {
 			{at: 0, renew: sent(0), held: true},
 			{at: time.Second, lost: true, held: false},
 			{at: 3 * time.Second, renew: sent(2 * time.Second), lease: 2, held: true},
-			{at: 11 * time.Second - time.Nanosecond, held: true},
+			{at: 11*time.Second - time.Nanosecond, held: true},
 			{at: 11 * time.Second, held: false},
 		}},
 	}

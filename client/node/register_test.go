@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,5 +113,91 @@ func TestRegistrarRetriesAndReregisters(t *testing.T) {
 	}
 	if _, err := NewRegistrar(RegistrarConfig{Admin: slotdv1.NewAdminClient(conn), Node: &slotdv1.Node{Id: "x"}}); err == nil {
 		t.Fatal("a node without an address was accepted")
+	}
+}
+
+// leaseAdmin grants one lease (id 7, an hour) and refuses everything after:
+// renewals with NOT_FOUND (the lease is gone), registrations as unavailable.
+type leaseAdmin struct {
+	slotdv1.UnimplementedAdminServer
+	mu       sync.Mutex // guards the fields below
+	regs     int
+	renewals []int64 // lease ids the heartbeats named
+}
+
+func (a *leaseAdmin) RegisterNode(ctx context.Context, req *slotdv1.RegisterNodeRequest) (*slotdv1.RegisterNodeResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.regs++
+	if a.regs > 1 {
+		return nil, status.Error(codes.Unavailable, "slotd is restarting")
+	}
+	return &slotdv1.RegisterNodeResponse{Node: req.GetNode(), Version: 3, LeaseId: 7, Ttl: durationpb.New(time.Hour),
+		LeaseMargin: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(5 * time.Millisecond)}, nil
+}
+
+func (a *leaseAdmin) Heartbeat(ctx context.Context, req *slotdv1.HeartbeatRequest) (*slotdv1.HeartbeatResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.renewals = append(a.renewals, req.GetLeaseId())
+	return nil, status.Error(codes.NotFound, "lease 7 is not the node's current lease")
+}
+
+// TestRegistrarDropsLostLease: the registration's lease holds; a renewal
+// slotd refuses drops it at once (the node may have been declared failed),
+// and it stays dropped while no registration succeeds.
+func TestRegistrarDropsLostLease(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := &leaseAdmin{}
+	g := grpc.NewServer()
+	slotdv1.RegisterAdminServer(g, admin)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = g.Serve(lis) }()
+	defer func() { g.Stop(); <-served }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	lease := NewLease("kv-1", nil, nil)
+	var required atomic.Uint64
+	r, err := NewRegistrar(RegistrarConfig{
+		Admin: slotdv1.NewAdminClient(conn), Node: &slotdv1.Node{Id: "kv-1", Address: "127.0.0.1:7500"},
+		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Lease: lease,
+		OnRegistered: func(v uint64) {
+			required.Store(v)
+			if lease.Check() == nil {
+				t.Error("the lease held before the registration's map version was required")
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	waitfor.Err(t, 20*time.Second, "a refused renewal and a refused registration after it", func() error {
+		admin.mu.Lock()
+		defer admin.mu.Unlock()
+		if len(admin.renewals) < 1 || admin.regs < 2 {
+			return fmt.Errorf("renewals %v, registrations %d", admin.renewals, admin.regs)
+		}
+		return nil
+	})
+	if !lease.SelfFenced() {
+		t.Fatal("the lease still holds after slotd refused its renewal (an hour's TTL was granted)")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	admin.mu.Lock()
+	defer admin.mu.Unlock()
+	if admin.renewals[0] != 7 || required.Load() != 3 {
+		t.Fatalf("renewed lease %d, required map version %d; want 7 and 3", admin.renewals[0], required.Load())
 	}
 }
