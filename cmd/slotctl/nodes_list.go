@@ -50,12 +50,13 @@ func leaseOf(n *slotdv1.NodeInfo) leaseJSON {
 	return leaseJSON{LeaseGranted: timeJSON(n.GetLeaseGranted()), LeaseExpires: timeJSON(n.GetLeaseExpires()), SelfFenced: n.GetLeaseExpires() == nil}
 }
 
-// leaseText is the LEASE column: "until 03:04:14Z" or "none: self-fenced".
+// leaseText is the LEASE column: "until 2026-01-02T03:04:14Z" or "none:
+// self-fenced".
 func leaseText(n *slotdv1.NodeInfo) string {
 	if n.GetLeaseExpires() == nil {
 		return "none: self-fenced"
 	}
-	return "until " + n.GetLeaseExpires().AsTime().UTC().Format("15:04:05Z")
+	return "until " + formatTime(n.GetLeaseExpires())
 }
 
 func newNodesListCmd(g *globals) *cobra.Command {
