@@ -152,3 +152,21 @@ func BenchmarkWatchDelivery(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRenewLease is a store heartbeat's work in the directory: one
+// etcd transaction reading the node's record and lease key, and one lease
+// renewal (what the old Heartbeat did too).
+func BenchmarkRenewLease(b *testing.B) {
+	_, d, _ := setup(b, 3, nil)
+	ctx := testCtx(b)
+	l, err := d.GrantLease(ctx, "n0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := d.RenewLease(ctx, "n0", l.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

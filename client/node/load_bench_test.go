@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/slotd/slotd/slots"
 )
@@ -26,11 +27,25 @@ func (nopStore) SlotSize(context.Context, slots.Slot) (int64, int64, error) { re
 // 1,024 keys in as many slots, one goroutine. Measure it with
 //
 //	go test -c -o /tmp/node.test ./client/node
-//	/usr/bin/time /tmp/node.test -test.run '^$' -test.bench 'RequestPath/(read|write)$' -test.cpu 1 -test.benchtime 6000000x
+//	/usr/bin/time /tmp/node.test -test.run '^$' -test.bench 'RequestPath/(leased-)?(read|write)$' -test.cpu 1 -test.benchtime 6000000x
 func BenchmarkRequestPath(b *testing.B) {
+	lease := NewLease("a", nil, slog.New(slog.DiscardHandler))
+	lease.Renewed(1, time.Now(), time.Hour, time.Minute)
+	// "read" and "write" without a lease, as before leases existed;
+	// "leased-read" and "leased-write" with one, as slotkv runs in a
+	// cluster: the difference is the lease check.
+	for _, c := range []struct {
+		prefix string
+		lease  *Lease
+	}{{"", nil}, {"leased-", lease}} {
+		benchRequestPath(b, c.prefix, c.lease)
+	}
+}
+
+func benchRequestPath(b *testing.B, prefix string, lease *Lease) {
 	m := new(StaticMap)
 	m.SetAll("a", "127.0.0.1:1")
-	n, err := New(Config{ID: "a", Store: nopStore{}, Map: m, StateDir: b.TempDir(), NoSync: true, Logger: slog.New(slog.DiscardHandler)})
+	n, err := New(Config{ID: "a", Store: nopStore{}, Map: m, StateDir: b.TempDir(), NoSync: true, Lease: lease, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +59,7 @@ func BenchmarkRequestPath(b *testing.B) {
 		muts[i] = []Mutation{{Key: k, Value: []byte("v")}}
 	}
 	ctx := context.Background()
-	b.Run("read", func(b *testing.B) {
+	b.Run(prefix+"read", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			if err := n.CheckRead(keys[i&1023]); err != nil {
@@ -52,7 +67,7 @@ func BenchmarkRequestPath(b *testing.B) {
 			}
 		}
 	})
-	b.Run("write", func(b *testing.B) {
+	b.Run(prefix+"write", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			batch := muts[i&1023]
