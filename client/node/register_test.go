@@ -68,24 +68,11 @@ func (a *flakyAdmin) counts() (regs, expired int) {
 // fails, heartbeats keep the session, and an expired session leads to a new
 // registration.
 func TestRegistrarRetriesAndReregisters(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	admin := &flakyAdmin{failFirst: 3, expireAfter: 3}
-	g := grpc.NewServer()
-	slotdv1.RegisterAdminServer(g, admin)
-	served := make(chan struct{})
-	go func() { defer close(served); _ = g.Serve(lis) }()
-	defer func() { g.Stop(); <-served }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	client := serveAdmin(t, admin)
 
 	r, err := NewRegistrar(RegistrarConfig{
-		Admin:      slotdv1.NewAdminClient(conn),
+		Admin:      client,
 		Node:       &slotdv1.Node{Id: "kv-1", Address: "127.0.0.1:7500", Zone: "z1", Weight: 2},
 		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond,
 	})
@@ -111,7 +98,7 @@ func TestRegistrarRetriesAndReregisters(t *testing.T) {
 	if n.GetId() != "kv-1" || n.GetAddress() != "127.0.0.1:7500" || n.GetZone() != "z1" || n.GetWeight() != 2 {
 		t.Fatalf("registered %v", n)
 	}
-	if _, err := NewRegistrar(RegistrarConfig{Admin: slotdv1.NewAdminClient(conn), Node: &slotdv1.Node{Id: "x"}}); err == nil {
+	if _, err := NewRegistrar(RegistrarConfig{Admin: client, Node: &slotdv1.Node{Id: "x"}}); err == nil {
 		t.Fatal("a node without an address was accepted")
 	}
 }
@@ -147,25 +134,12 @@ func (a *leaseAdmin) Heartbeat(ctx context.Context, req *slotdv1.HeartbeatReques
 // slotd refuses drops it at once (the node may have been declared failed),
 // and it stays dropped while no registration succeeds.
 func TestRegistrarDropsLostLease(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	admin := &leaseAdmin{}
-	g := grpc.NewServer()
-	slotdv1.RegisterAdminServer(g, admin)
-	served := make(chan struct{})
-	go func() { defer close(served); _ = g.Serve(lis) }()
-	defer func() { g.Stop(); <-served }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	client := serveAdmin(t, admin)
 	lease := NewLease("kv-1", nil, nil)
 	var required atomic.Uint64
 	r, err := NewRegistrar(RegistrarConfig{
-		Admin: slotdv1.NewAdminClient(conn), Node: &slotdv1.Node{Id: "kv-1", Address: "127.0.0.1:7500"},
+		Admin: client, Node: &slotdv1.Node{Id: "kv-1", Address: "127.0.0.1:7500"},
 		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Lease: lease,
 		OnRegistered: func(v uint64) {
 			required.Store(v)
@@ -200,4 +174,27 @@ func TestRegistrarDropsLostLease(t *testing.T) {
 	if admin.renewals[0] != 7 || required.Load() != 3 {
 		t.Fatalf("renewed lease %d, required map version %d; want 7 and 3", admin.renewals[0], required.Load())
 	}
+}
+
+// serveAdmin serves admin on 127.0.0.1 for the test and returns a client.
+func serveAdmin(t *testing.T, admin slotdv1.AdminServer) slotdv1.AdminClient {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	slotdv1.RegisterAdminServer(g, admin)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = g.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		g.Stop()
+		<-served
+	})
+	return slotdv1.NewAdminClient(conn)
 }
