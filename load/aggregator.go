@@ -1,6 +1,7 @@
 package load
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -95,11 +96,19 @@ func (r *report) known(now time.Time) bool {
 }
 
 // Aggregator holds the last report of every node. Safe for concurrent use.
+//
+// Load follows the slot: a slot that changed owner after its new owner's
+// last report counts at the new owner with what its previous owner last
+// reported of it, until the new owner reports it (or the previous owner's
+// report expires). A node that owns no slot and never reported is known to
+// be empty, once a node that owns slots is known.
 type Aggregator struct {
 	cfg Config
 
-	mu      sync.Mutex // guards reports
+	mu      sync.Mutex // guards reports and lastBy
 	reports map[string]*report
+	// lastBy is, per slot, the node whose accepted report listed it last.
+	lastBy [slots.Count]string
 }
 
 // New returns an empty aggregate: every node unknown.
@@ -126,10 +135,89 @@ func (a *Aggregator) Report(now time.Time, r *slotdv1.LoadReport) error {
 		return err
 	}
 	rep.received = now
+	id := r.GetNodeId()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.reports[r.GetNodeId()] = rep
+	a.reports[id] = rep
+	for _, sl := range rep.slots {
+		a.lastBy[sl.Slot] = id
+	}
 	return nil
+}
+
+// lists returns r's load of slot s, if it lists it.
+func (r *report) lists(s uint16) (SlotLoad, bool) {
+	i, ok := slices.BinarySearchFunc(r.slots, s, func(l SlotLoad, s uint16) int { return cmp.Compare(l.Slot, s) })
+	if !ok {
+		return SlotLoad{}, false
+	}
+	return r.slots[i], true
+}
+
+// nodeSlots is what the aggregate knows of one node of the map at one
+// moment: its live report (nil if none), the load of the slots it owns now
+// (its own report's, then what it carried over from previous owners), and
+// whether that is known.
+type nodeSlots struct {
+	rep     *report
+	known   bool
+	owned   int
+	slots   []SlotLoad // in slot order
+	carried int        // of slots, how many come from a previous owner's report
+}
+
+// effective computes nodeSlots for every node of m; a.mu must be held.
+func (a *Aggregator) effective(m *slotmap.Map, now time.Time) map[string]*nodeSlots {
+	out := map[string]*nodeSlots{}
+	for _, n := range m.Nodes() {
+		ns := &nodeSlots{}
+		if r := a.reports[n.ID]; r != nil && r.known(now) {
+			ns.rep = r
+		}
+		out[n.ID] = ns
+	}
+	live := func(id string) *report {
+		if ns := out[id]; ns != nil {
+			return ns.rep
+		}
+		return nil
+	}
+	for i := range slots.Count {
+		s := uint16(i)
+		owner := m.OwnerID(slots.MustNew(i))
+		ns := out[owner]
+		if ns == nil {
+			continue // unassigned, or a node the map does not list
+		}
+		ns.owned++
+		if ns.rep != nil {
+			if l, ok := ns.rep.lists(s); ok {
+				ns.slots = append(ns.slots, l)
+				continue
+			}
+		}
+		// Not in its owner's report: it moved there after that report
+		// (or is idle). What its previous owner last said of it counts
+		// here until the owner reports it.
+		if prev := a.lastBy[s]; prev != "" && prev != owner {
+			if r := live(prev); r != nil {
+				if l, ok := r.lists(s); ok {
+					ns.slots = append(ns.slots, l)
+					ns.carried++
+				}
+			}
+		}
+	}
+	// A node owning nothing is known empty, once some node owning slots
+	// is measured: before that, there is nothing to compare it with.
+	measured := false
+	for _, ns := range out {
+		measured = measured || (ns.rep != nil && ns.owned > 0)
+	}
+	for _, ns := range out {
+		ns.known = ns.rep != nil || (ns.owned == 0 && measured)
+	}
+	return out
 }
 
 func (a *Aggregator) check(r *slotdv1.LoadReport) (*report, error) {
@@ -259,33 +347,32 @@ func checkValue(v float64) error {
 	return nil
 }
 
-// NodeLoads returns the load of every node whose report is live at now and
-// that is still in the map: the planner's input. Reads and Writes are the
-// ~10-minute averages. A node missing from the map is unknown. A slot that
-// left the node since its report is left out (its new owner reports it).
+// NodeLoads returns the load of every known node of the map (see
+// Aggregator: a live report, or no slot at all): the planner's input.
+// Reads and Writes are the ~10-minute averages. A node missing from the
+// map is unknown. A slot counts at its owner now: one that left a node
+// since its report is its new owner's, with the last load reported of it.
 func (a *Aggregator) NodeLoads(now time.Time) map[string]planner.NodeLoad {
+	out := map[string]planner.NodeLoad{}
 	m := a.cfg.Map.Current()
+	if m == nil || m.Empty() {
+		return out
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := map[string]planner.NodeLoad{}
-	for id, r := range a.reports {
-		if !r.known(now) {
+	for id, ns := range a.effective(m, now) {
+		if !ns.known {
 			continue
 		}
-		if m != nil {
-			if _, ok := m.Node(id); !ok {
-				continue
-			}
+		nl := planner.NodeLoad{Slots: make([]planner.SlotLoad, 0, len(ns.slots))}
+		for _, s := range ns.slots {
+			nl.Slots = append(nl.Slots, planner.SlotLoad{Slot: s.Slot, Keys: float64(s.Keys), Bytes: float64(s.Bytes), Reads: s.Reads10m, Writes: s.Writes10m})
 		}
-		nl := planner.NodeLoad{Slots: make([]planner.SlotLoad, 0, len(r.slots))}
-		for _, s := range r.slots {
-			if owns(m, id, s.Slot) {
-				nl.Slots = append(nl.Slots, planner.SlotLoad{Slot: s.Slot, Keys: float64(s.Keys), Bytes: float64(s.Bytes), Reads: s.Reads10m, Writes: s.Writes10m})
-			}
-		}
-		for _, k := range r.hot {
-			if owns(m, id, k.Slot) {
-				nl.HotKeys = append(nl.HotKeys, planner.HotKey{Key: string(k.Key), Rate: k.Rate, Err: k.Error, Slot: k.Slot})
+		if ns.rep != nil {
+			for _, k := range ns.rep.hot {
+				if owns(m, id, k.Slot) {
+					nl.HotKeys = append(nl.HotKeys, planner.HotKey{Key: string(k.Key), Rate: k.Rate, Err: k.Error, Slot: k.Slot})
+				}
 			}
 		}
 		out[id] = nl

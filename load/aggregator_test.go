@@ -186,7 +186,9 @@ func TestReportOlderVersion(t *testing.T) {
 }
 
 // TestExpiry: a report lives three of its intervals; then the node is
-// unknown (missing from NodeLoads, Known false in View), never zero.
+// unknown (missing from NodeLoads, Known false in View), never zero. A
+// node owning no slot (n3) is known empty only while a node owning slots
+// is known: with every report expired, nothing is.
 func TestExpiry(t *testing.T) {
 	a := newAgg(t, testMap(t))
 	if err := a.Report(t0, goodReport()); err != nil {
@@ -222,8 +224,8 @@ func TestNodeLoadsAndView(t *testing.T) {
 		t.Fatal(err)
 	}
 	nl := a.NodeLoads(t0)
-	if len(nl) != 2 {
-		t.Fatalf("NodeLoads has %d nodes, want 2 (n3 never reported)", len(nl))
+	if len(nl) != 3 || len(nl["n3"].Slots) != 0 {
+		t.Fatalf("NodeLoads %+v, want 3 nodes (n3 owns nothing: known empty)", nl)
 	}
 	s := nl["n1"].Slots[0]
 	if s.Slot != 1 || s.Keys != 10 || s.Bytes != 1000 || s.Reads != 4 || s.Writes != 2 {
@@ -234,24 +236,25 @@ func TestNodeLoadsAndView(t *testing.T) {
 	}
 
 	v := a.View(t0, ViewOptions{Slots: true})
-	if len(v.Nodes) != 3 || v.Nodes[2].Known {
-		t.Fatalf("view nodes %+v, want n1, n2 known and n3 unknown", v.Nodes)
+	if len(v.Nodes) != 3 || !v.Nodes[2].Known || v.Nodes[2].Bytes != 0 {
+		t.Fatalf("view nodes %+v, want n1 and n2 known, n3 known empty", v.Nodes)
 	}
 	n1, n2 := v.Nodes[0], v.Nodes[1]
-	// Known active weight 2 (n3 is unknown): each has half of 4,010 bytes.
-	if n1.Bytes != 1010 || n1.FairBytes != 2005 || n2.FairBytes != 2005 {
-		t.Fatalf("bytes %d, fair %v / %v", n1.Bytes, n1.FairBytes, n2.FairBytes)
+	// Known active weight 4 (n3, weight 2, is known empty): n1 and n2
+	// have a quarter of 4,010 bytes each.
+	if n1.Bytes != 1010 || n1.FairBytes != 1002.5 || n2.FairBytes != 1002.5 || v.Nodes[2].FairBytes != 2005 {
+		t.Fatalf("bytes %d, fair %v / %v / %v", n1.Bytes, n1.FairBytes, n2.FairBytes, v.Nodes[2].FairBytes)
 	}
-	if r, ok := n2.Ratio(DimBytes); !ok || math.Abs(r-3000.0/2005) > 1e-9 {
+	if r, ok := n2.Ratio(DimBytes); !ok || math.Abs(r-3000.0/1002.5) > 1e-9 {
 		t.Fatalf("n2 bytes ratio %v %v", r, ok)
 	}
-	if r, ok := n1.Ratio(DimOps); !ok || math.Abs(r-6.0/3.5) > 1e-9 {
-		t.Fatalf("n1 ops ratio %v %v, want %v", r, ok, 6.0/3.5)
+	if r, ok := n1.Ratio(DimOps); !ok || math.Abs(r-6.0/1.75) > 1e-9 {
+		t.Fatalf("n1 ops ratio %v %v, want %v", r, ok, 6.0/1.75)
 	}
-	// n2's slot 500 holds 3000 bytes against a fair 2005: a hot spot.
+	// n2's slot 500 holds 3000 bytes against a fair 1002.5: a hot spot.
 	want := []HotSpot{
-		{Slot: 1, Node: "n1", Dimension: DimOps, Share: 6 / 3.5},
-		{Slot: 500, Node: "n2", Dimension: DimBytes, Share: 3000.0 / 2005, Tag: "cart7"},
+		{Slot: 1, Node: "n1", Dimension: DimOps, Share: 6 / 1.75},
+		{Slot: 500, Node: "n2", Dimension: DimBytes, Share: 3000.0 / 1002.5, Tag: "cart7"},
 	}
 	if !slices.EqualFunc(v.HotSpots, want, func(a, b HotSpot) bool {
 		return a.Slot == b.Slot && a.Node == b.Node && a.Dimension == b.Dimension && math.Abs(a.Share-b.Share) < 1e-9 && a.Tag == b.Tag
@@ -292,5 +295,51 @@ func TestSlotMovedAfterReport(t *testing.T) {
 	v := a.View(t0, ViewOptions{Slots: true})
 	if n1 := v.Nodes[0]; n1.Bytes != 10 || len(n1.Slots) != 1 || len(n1.HotKeys) != 0 {
 		t.Fatalf("n1 view after slot 1 moved: %+v", n1)
+	}
+}
+
+// TestLoadFollowsTheSlot: a slot that moves after its new owner's last
+// report counts at the new owner with its previous owner's last load at
+// once (the old owner no longer counts it); the new owner's own report of
+// it replaces that; when neither report lists it any more, it counts
+// nowhere.
+func TestLoadFollowsTheSlot(t *testing.T) {
+	fm := testMap(t)
+	a := newAgg(t, fm)
+	if err := a.Report(t0, goodReport()); err != nil { // n1: slots 1 and 16001
+		t.Fatal(err)
+	}
+	if err := a.Report(t0, &slotdv1.LoadReport{NodeId: "n2", Version: 10, Slots: []*slotdv1.SlotLoad{{Slot: 500, Keys: 30, Bytes: 3000, Reads_10M: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	moved, ok := fm.m.WithOwner(slots.MustNew(1), "n2", "a2", 11)
+	if !ok {
+		t.Fatal("WithOwner refused")
+	}
+	fm.m = moved
+	n2 := a.NodeLoads(t0)["n2"].Slots
+	if len(n2) != 2 || n2[0].Slot != 1 || n2[0].Bytes != 1000 || n2[0].Reads != 4 || n2[0].Writes != 2 {
+		t.Fatalf("n2 right after slot 1 moved to it: %+v, want slot 1 with n1's last load", n2)
+	}
+	v := a.View(t0, ViewOptions{})
+	if v.Nodes[1].Bytes != 4000 || v.Nodes[1].Carried != 1 || v.Nodes[0].Bytes != 10 || v.Nodes[0].Carried != 0 {
+		t.Fatalf("view right after the move: n1 %+v, n2 %+v", v.Nodes[0], v.Nodes[1])
+	}
+	// The new owner's report replaces what was carried.
+	if err := a.Report(t0.Add(time.Second), &slotdv1.LoadReport{NodeId: "n2", Version: 10, Slots: []*slotdv1.SlotLoad{
+		{Slot: 1, Keys: 10, Bytes: 1100, Reads_10M: 5}, {Slot: 500, Keys: 30, Bytes: 3000, Reads_10M: 1},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if v := a.View(t0.Add(time.Second), ViewOptions{}); v.Nodes[1].Bytes != 4100 || v.Nodes[1].Carried != 0 || v.Nodes[1].Reads10m != 6 {
+		t.Fatalf("view after n2 reported slot 1: %+v", v.Nodes[1])
+	}
+	// The slot went quiet and empty at n2 and n1 reported again: nobody
+	// lists it, it counts nowhere.
+	if err := a.Report(t0.Add(2*time.Second), &slotdv1.LoadReport{NodeId: "n2", Version: 10, Slots: []*slotdv1.SlotLoad{{Slot: 500, Keys: 30, Bytes: 3000}}}); err != nil {
+		t.Fatal(err)
+	}
+	if v := a.View(t0.Add(2*time.Second), ViewOptions{}); v.Nodes[1].Bytes != 3000 || v.Nodes[1].Carried != 0 {
+		t.Fatalf("view after n2's report without slot 1: %+v", v.Nodes[1])
 	}
 }

@@ -11,7 +11,7 @@ import (
 //
 //	slotd_node_load{node,dimension}        keys, bytes, reads, writes, ops (per second, ~10 min)
 //	slotd_node_load_ratio{node,dimension}  keys, bytes, ops: load over the node's fair share
-//	slotd_node_load_known{node}            1 while the node's report is live, else 0
+//	slotd_node_load_known{node}            1 while the node's report is live or it owns no slot, else 0
 //	slotd_hot_slots                        slots whose load alone exceeds their node's band
 //
 // A node whose load is unknown has no slotd_node_load or ratio series at
@@ -27,7 +27,7 @@ var (
 		"A node's measured load over its fair share (its weight over the active known nodes' weight, times the cluster's total) per dimension (keys, bytes, ops): 1 is balanced. Absent while unknown.",
 		[]string{"node", "dimension"}, nil)
 	descKnown = prometheus.NewDesc("slotd_node_load_known",
-		"1 while the node's last load report is live (it reported within three of its intervals), else 0.",
+		"1 while the node's load is known: its last report is live (it reported within three of its intervals), or it owns no slot; else 0.",
 		[]string{"node"}, nil)
 	descHot = prometheus.NewDesc("slotd_hot_slots",
 		"Slots whose load alone exceeds their node's band (fair share times 1 + tolerance) in bytes or ops: moving them cannot fix their node.",

@@ -32,10 +32,15 @@ type NodeView struct {
 	Weight uint32
 	State  slotdv1.NodeState
 	// Known is false when the node's last report expired or it never
-	// reported: every figure below is then zero, meaning unknown.
+	// reported, and it owns slots: every figure below is then zero,
+	// meaning unknown. A node owning no slot is known (empty) without a
+	// report; Received is then zero.
 	Known    bool
 	Received time.Time
 	Version  uint64
+	// Carried counts the node's slots whose load is what their previous
+	// owner last reported: they came to it after its own last report.
+	Carried int
 	// Totals over the node's reported slots.
 	Keys, Bytes                            uint64
 	Reads1m, Writes1m, Reads10m, Writes10m float64
@@ -128,19 +133,20 @@ func (a *Aggregator) View(now time.Time, opts ViewOptions) View {
 	a.mu.Lock()
 	all := make([]NodeView, 0, len(nodes))
 	slotsOf := map[string][]SlotLoad{}
+	eff := a.effective(m, now)
 	for _, n := range nodes {
 		nv := NodeView{ID: n.ID, Weight: n.Weight, State: n.State}
-		if r := a.reports[n.ID]; r != nil && r.known(now) {
-			nv.Known, nv.Received, nv.Version = true, r.received, r.version
-			// Only the slots the node still owns: one that moved since
-			// the report is its new owner's to report.
-			mine := make([]SlotLoad, 0, len(r.slots))
-			for _, s := range r.slots {
-				if owns(m, n.ID, s.Slot) {
-					mine = append(mine, s)
+		if ns := eff[n.ID]; ns != nil && ns.known {
+			nv.Known, nv.Carried = true, ns.carried
+			if ns.rep != nil {
+				nv.Received, nv.Version = ns.rep.received, ns.rep.version
+				for _, k := range ns.rep.hot {
+					if owns(m, n.ID, k.Slot) {
+						nv.HotKeys = append(nv.HotKeys, k)
+					}
 				}
 			}
-			for _, s := range mine {
+			for _, s := range ns.slots {
 				nv.Keys += s.Keys
 				nv.Bytes += s.Bytes
 				nv.Reads1m += s.Reads1m
@@ -148,14 +154,9 @@ func (a *Aggregator) View(now time.Time, opts ViewOptions) View {
 				nv.Reads10m += s.Reads10m
 				nv.Writes10m += s.Writes10m
 			}
-			for _, k := range r.hot {
-				if owns(m, n.ID, k.Slot) {
-					nv.HotKeys = append(nv.HotKeys, k)
-				}
-			}
-			slotsOf[n.ID] = mine
+			slotsOf[n.ID] = ns.slots
 			if opts.Slots {
-				nv.Slots = mine
+				nv.Slots = ns.slots
 			}
 		}
 		all = append(all, nv)

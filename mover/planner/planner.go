@@ -152,13 +152,19 @@ func Compute(in Input) (*Plan, error) {
 	if mode == "" {
 		mode = BalanceAuto
 	}
-	if mode != BalanceSlots {
-		reported := false
-		for _, n := range nodes {
-			if _, ok := in.Loads[n.ID]; ok && n.State != StateDown {
-				reported = true
-			}
+	// Measured means a node that owns slots has a load: a node owning
+	// nothing is known empty, which measures nothing else.
+	owns := map[string]bool{}
+	for _, o := range in.Owners {
+		owns[o] = true
+	}
+	reported := false
+	for _, n := range nodes {
+		if _, ok := in.Loads[n.ID]; ok && n.State != StateDown && owns[n.ID] {
+			reported = true
 		}
+	}
+	if mode != BalanceSlots {
 		switch {
 		case reported:
 			p, err := computeLoad(in, nodes, index, mode)
@@ -172,7 +178,7 @@ func Compute(in Input) (*Plan, error) {
 		}
 	}
 	p, err := computeCounts(in, nodes, index, mode)
-	if err == nil && len(in.Loads) > 0 {
+	if err == nil && reported {
 		countLoadView(in, nodes, index, p)
 	}
 	return p, err
