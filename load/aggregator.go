@@ -105,10 +105,19 @@ func (r *report) known(now time.Time) bool {
 type Aggregator struct {
 	cfg Config
 
-	mu      sync.Mutex // guards reports and lastBy
+	mu      sync.Mutex // guards reports and last
 	reports map[string]*report
-	// lastBy is, per slot, the node whose accepted report listed it last.
-	lastBy [slots.Count]string
+	// last is, per slot, what the last accepted report that listed it
+	// said of it: kept after its node stops listing it (the slot moved),
+	// until it expires as that report would.
+	last [slots.Count]lastLoad
+}
+
+// lastLoad is one slot's load as one node last reported it.
+type lastLoad struct {
+	node string
+	rep  *report // the report it came in: its received time and interval
+	load SlotLoad
 }
 
 // New returns an empty aggregate: every node unknown.
@@ -140,7 +149,7 @@ func (a *Aggregator) Report(now time.Time, r *slotdv1.LoadReport) error {
 	defer a.mu.Unlock()
 	a.reports[id] = rep
 	for _, sl := range rep.slots {
-		a.lastBy[sl.Slot] = id
+		a.last[sl.Slot] = lastLoad{node: id, rep: rep, load: sl}
 	}
 	return nil
 }
@@ -176,12 +185,6 @@ func (a *Aggregator) effective(m *slotmap.Map, now time.Time) map[string]*nodeSl
 		}
 		out[n.ID] = ns
 	}
-	live := func(id string) *report {
-		if ns := out[id]; ns != nil {
-			return ns.rep
-		}
-		return nil
-	}
 	for i := range slots.Count {
 		s := uint16(i)
 		owner := m.OwnerID(slots.MustNew(i))
@@ -197,17 +200,15 @@ func (a *Aggregator) effective(m *slotmap.Map, now time.Time) map[string]*nodeSl
 			}
 		}
 		// Not in its owner's report: it moved there after that report
-		// (or is idle). What its previous owner last said of it counts
-		// here until the owner reports it.
-		if prev := a.lastBy[s]; prev != "" && prev != owner {
-			if r := live(prev); r != nil {
-				if l, ok := r.lists(s); ok {
-					ns.slots = append(ns.slots, l)
-					ns.carried++
-				}
-			}
+		// (or it is young there, or idle). What its previous owner last
+		// said of it counts here until the owner lists it or that
+		// expires.
+		if l := a.last[s]; l.node != "" && l.node != owner && l.rep.known(now) {
+			ns.slots = append(ns.slots, l.load)
+			ns.carried++
 		}
 	}
+
 	// A node owning nothing is known empty, once some node owning slots
 	// is measured: before that, there is nothing to compare it with.
 	measured := false

@@ -325,6 +325,19 @@ func TestLoadFollowsTheSlot(t *testing.T) {
 	if v.Nodes[1].Bytes != 4000 || v.Nodes[1].Carried != 1 || v.Nodes[0].Bytes != 10 || v.Nodes[0].Carried != 0 {
 		t.Fatalf("view right after the move: n1 %+v, n2 %+v", v.Nodes[0], v.Nodes[1])
 	}
+	// The old owner's next report no longer lists it: what it said last
+	// still counts at the new owner (which has not listed it yet: a slot
+	// it gained a moment ago is not measured there yet).
+	if err := a.Report(t0.Add(500*time.Millisecond), &slotdv1.LoadReport{NodeId: "n1", Version: 10, Slots: []*slotdv1.SlotLoad{{Slot: 16001, Keys: 1, Bytes: 10}}}); err != nil {
+		t.Fatal(err)
+	}
+	if v := a.View(t0.Add(500*time.Millisecond), ViewOptions{}); v.Nodes[1].Bytes != 4000 || v.Nodes[1].Carried != 1 || v.Nodes[0].Bytes != 10 {
+		t.Fatalf("view after the old owner reported again: n1 %+v, n2 %+v", v.Nodes[0], v.Nodes[1])
+	}
+	// ... until it expires with the report it came in (30 s).
+	if v := a.View(t0.Add(30*time.Second), ViewOptions{}); v.Nodes[1].Known {
+		t.Fatalf("n2 known 30 s after its only report: %+v", v.Nodes[1])
+	}
 	// The new owner's report replaces what was carried.
 	if err := a.Report(t0.Add(time.Second), &slotdv1.LoadReport{NodeId: "n2", Version: 10, Slots: []*slotdv1.SlotLoad{
 		{Slot: 1, Keys: 10, Bytes: 1100, Reads_10M: 5}, {Slot: 500, Keys: 30, Bytes: 3000, Reads_10M: 1},

@@ -74,6 +74,16 @@ type loadTracker struct {
 	r1, w1     [slots.Count]float32
 	r10, w10   [slots.Count]float32
 	hotAge     float64 // seconds of history the sketch holds, capped by its decay
+	// gained is, per slot this node gained while running, when it gained
+	// it (zero: owned since the start, or never): its averages count from
+	// then, not from the start, so that a slot that just arrived reads its
+	// real rate, not a fraction of it. measured is how many seconds of its
+	// rates the averages hold (0 until the first fold after the gain).
+	gained   [slots.Count]time.Time
+	measured [slots.Count]float32
+	// sized says a slot gained after the last size pass was sized alone
+	// since its gain (guarded by sizeMu).
+	sized [slots.Count]bool
 
 	sizeMu   sync.Mutex // guards the sizes; held during a size pass
 	sizedAt  time.Time
@@ -137,7 +147,20 @@ func (n *Node) foldLoad(now time.Time) {
 	a10 := weightOfNew(dt, age, LongWindow.Seconds())
 	for i := range t.lastReads {
 		r, w := n.reads[i].Load(), n.writes[i].Load()
-		dr, dw := float64(r-t.lastReads[i])/dt, float64(w-t.lastWrites[i])/dt
+		sdt, a1, a10 := dt, a1, a10
+		if g := t.gained[i]; !g.IsZero() {
+			// Gained since the start: only the time since then counts
+			// (the counts before it are zero: a slot not owned counts no
+			// request).
+			sage := now.Sub(g).Seconds()
+			if sage <= 0 {
+				continue
+			}
+			sdt = min(dt, sage)
+			a1, a10 = weightOfNew(sdt, sage, ShortWindow.Seconds()), weightOfNew(sdt, sage, LongWindow.Seconds())
+			t.measured[i] = float32(sage)
+		}
+		dr, dw := float64(r-t.lastReads[i])/sdt, float64(w-t.lastWrites[i])/sdt
 		t.lastReads[i], t.lastWrites[i] = r, w
 		if dr == 0 && dw == 0 && t.r10[i] == 0 && t.w10[i] == 0 {
 			continue // idle slot: every average is zero and stays so
@@ -160,6 +183,39 @@ func (n *Node) foldLoad(now time.Time) {
 	// The sketch's counts are a sum of decayed samples: in seconds of
 	// history, age' = age*f + dt, tending to dt/(1-f) (about a minute).
 	t.hotAge = t.hotAge*f + dt
+}
+
+// youngFor is how long a gained slot's rates must have been measured
+// before Load lists it.
+const youngFor = time.Second
+
+// young says whether slot i was gained and is not measured yet: no fold
+// has covered youngFor of it, or no size pass has run since the gain.
+// Call with mu and sizeMu held.
+func (t *loadTracker) young(i int) bool {
+	g := t.gained[i]
+	return !g.IsZero() && (float64(t.measured[i]) < youngFor.Seconds() || (!t.sizedAt.After(g) && !t.sized[i]))
+}
+
+// gain records that the node gained slots ss at now (checkGained): their
+// averages start again from then.
+func (t *loadTracker) gain(ss []slots.Slot, now time.Time) {
+	t.mu.Lock()
+	if t.lastFold.IsZero() {
+		t.mu.Unlock()
+		return // not started: every slot counts from the first fold
+	}
+	for _, s := range ss {
+		i := s.Int()
+		t.gained[i], t.measured[i] = now, 0
+		t.r1[i], t.w1[i], t.r10[i], t.w10[i] = 0, 0, 0, 0
+	}
+	t.mu.Unlock()
+	t.sizeMu.Lock() // after mu, never inside it: Load takes sizeMu first
+	for _, s := range ss {
+		t.sized[s.Int()] = false
+	}
+	t.sizeMu.Unlock()
 }
 
 // weightOfNew is the weight of the newest interval (dt seconds) in an
@@ -192,6 +248,12 @@ func (n *Node) Load(ctx context.Context) (Load, error) {
 	t.mu.Lock()
 	for s := range owned.All() {
 		i := s.Int()
+		if t.young(i) {
+			// Gained a moment ago: its rates and size are not measured
+			// here yet. Left out, it keeps counting what its previous
+			// owner last reported of it (load.Aggregator).
+			continue
+		}
 		sl := SlotLoad{
 			Slot: s, Keys: t.keys[i], Bytes: t.bytes[i],
 			Reads1m: float64(t.r1[i]), Writes1m: float64(t.w1[i]), Reads10m: float64(t.r10[i]), Writes10m: float64(t.w10[i]),
@@ -258,7 +320,7 @@ func (n *Node) refreshSizes(ctx context.Context, now time.Time, owned *slots.Set
 	t.sizeMu.Lock()
 	defer t.sizeMu.Unlock()
 	if !t.sizedAt.IsZero() && now.Sub(t.sizedAt) < t.sizeWait {
-		return nil
+		return n.sizeGained(ctx, owned)
 	}
 	start := time.Now() // the pass's real cost, whatever the injected clock says
 	var keys, bytes [slots.Count]int64
@@ -267,5 +329,29 @@ func (n *Node) refreshSizes(ctx context.Context, now time.Time, owned *slots.Set
 	}
 	t.keys, t.bytes, t.sizedAt = keys, bytes, now
 	t.sizeWait = min(max(sizeCost*time.Since(start), sizeMinEvery), sizeMaxEvery)
+	return nil
+}
+
+// sizeGained sizes, one by one, the owned slots gained since the last size
+// pass that were not sized since: between paced passes, a slot that just
+// arrived is listed with its size (the cost is that of reading what its
+// move just copied). Call with sizeMu held.
+func (n *Node) sizeGained(ctx context.Context, owned *slots.Set) error {
+	t := &n.load
+	var todo []slots.Slot
+	t.mu.Lock()
+	for s := range owned.All() {
+		if g := t.gained[s.Int()]; !g.IsZero() && !t.sizedAt.After(g) && !t.sized[s.Int()] {
+			todo = append(todo, s)
+		}
+	}
+	t.mu.Unlock()
+	for _, s := range todo {
+		keys, bytes, err := n.store.SlotSize(ctx, s)
+		if err != nil {
+			return err
+		}
+		t.keys[s.Int()], t.bytes[s.Int()], t.sized[s.Int()] = keys, bytes, true
+	}
 	return nil
 }

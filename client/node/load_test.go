@@ -467,3 +467,71 @@ func TestStatsAll(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadGainedSlotReadsItsRate: a slot the node gains after running a
+// long time reads its real rate from its first report on (the mean since
+// the gain), not the fraction an average over the node's whole life would
+// give, and is left out of Load until it is measured.
+func TestLoadGainedSlotReadsItsRate(t *testing.T) {
+	clock := &simClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	k := []byte("{gained}")
+	s := slots.ForKey(k)
+	m.Set("b", "127.0.0.1:2", s)
+	n, err := New(Config{ID: "a", Store: newMemStore(), Map: m, StateDir: t.TempDir(), Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := context.Background()
+	fold := func(d time.Duration) {
+		clock.now = clock.now.Add(d)
+		n.foldLoad(clock.now)
+	}
+	fold(0)
+	for range 240 { // 20 minutes of folds: the node is old
+		fold(5 * time.Second)
+	}
+	if err := n.CheckRead([]byte("other")); err != nil { // the node looks at its map
+		t.Fatal(err)
+	}
+	m.Set("a", "127.0.0.1:1", s) // the slot moves here
+	clock.now = clock.now.Add(time.Second)
+	if err := n.CheckRead(k); err != nil {
+		t.Fatal(err)
+	}
+	listed := func() (SlotLoad, bool) {
+		l, err := n.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sl := range l.Slots {
+			if sl.Slot == s {
+				return sl, true
+			}
+		}
+		return SlotLoad{}, false
+	}
+	if _, ok := listed(); ok {
+		t.Fatal("a slot gained a moment ago is listed before it is measured")
+	}
+	for range 6 { // 30 s at 10 reads/s
+		for range 49 {
+			if err := n.CheckRead(k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fold(5 * time.Second)
+		if err := n.CheckRead(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sl, ok := listed()
+	if !ok {
+		t.Fatal("the gained slot is not listed after 30 s")
+	}
+	if sl.Reads10m < 9 || sl.Reads10m > 11 || sl.Reads1m < 9 || sl.Reads1m > 11 {
+		t.Fatalf("gained slot after 30 s at ~10/s: reads %.2f (1m) %.2f (10m), want about 10", sl.Reads1m, sl.Reads10m)
+	}
+}

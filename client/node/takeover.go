@@ -37,11 +37,12 @@ func (n *Node) checkGained(version uint64) {
 	}
 	owned := m.SlotsOf(n.cfg.ID)
 	if n.takeOwned != nil {
-		var todo []slots.Slot
+		var todo, gained []slots.Slot
 		for s := range owned.All() {
 			if n.takeOwned.Contains(s) {
 				continue
 			}
+			gained = append(gained, s)
 			n.impMu.Lock()
 			imp := n.imports[s]
 			n.impMu.Unlock()
@@ -50,6 +51,7 @@ func (n *Node) checkGained(version uint64) {
 			}
 		}
 		n.clearGained(todo)
+		n.load.gain(gained, n.cfg.Clock.Now())
 	}
 	n.takeOwned = &owned
 	n.takeVer.Store(m.Version())
