@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,11 +30,13 @@ var (
 	ErrPrecondition = errors.New("mover: precondition failed")
 )
 
-// SizeSource reports the size of every slot, for planning cheapest first
-// and estimating time. The executor's store pool implements it by asking
-// each node; nil means sizes are unknown.
+// SizeSource reports every slot's size and each node's keys, bytes and
+// writes per second as its store answers them now, for planning on what
+// the stores hold and estimating time. The executor's store pool
+// implements it by asking each node (StorePool.SlotStats); nil means
+// sizes are unknown.
 type SizeSource interface {
-	SlotSizes(ctx context.Context, snap *directory.Snapshot) ([]int64, error)
+	SlotStats(ctx context.Context, snap *directory.Snapshot) (*Stats, error)
 }
 
 // DefaultThrottle is the donor rate when the operator set none: seed 002's
@@ -197,24 +200,30 @@ func (c *Control) Propose(ctx context.Context, req PlanRequest) (*Plan, error) {
 	if in.Throttle, err = c.throttle(ctx); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	var sizesUnknown []string
-	if c.sizes != nil {
-		sizes, err := c.sizes.SlotSizes(ctx, snap)
-		if err != nil {
-			c.lg.Warn("slot sizes unavailable; planning without them", "err", err)
-			if su := (*SizesUnknownError)(nil); errors.As(err, &su) {
-				sizesUnknown = su.Nodes
-			}
-		} else {
-			in.SlotBytes = sizes
-		}
-	}
 	in.BalanceBy, in.Tolerance, in.MaxBytes, in.MaxMoves = req.BalanceBy, req.Tolerance, req.MaxBytes, req.MaxMoves
 	if in.BalanceBy == "" {
 		in.BalanceBy = c.balanceBy
 	}
+	var sizesUnknown []string
+	var stats *Stats
+	var unknown *SizesUnknownError
+	if c.sizes != nil {
+		stats, err = c.sizes.SlotStats(ctx, snap)
+		if err != nil {
+			c.lg.Warn("slot sizes unavailable; planning without them", "err", err)
+			if errors.As(err, &unknown) {
+				sizesUnknown = unknown.Nodes
+			}
+		}
+		if stats != nil {
+			in.SlotBytes = stats.Bytes
+		}
+	}
+	var filled []string
 	if c.loads != nil {
-		in.Loads = c.loads.NodeLoads(c.now())
+		// The planner never balances blind where the stores can be asked:
+		// what they answered now beats reports that are late or missing.
+		in.Loads, filled = measured(c.loads.NodeLoads(c.now()), stats, snap.Counts(), in.BalanceBy)
 	}
 	pp, err := planner.Compute(in)
 	if err != nil {
@@ -225,6 +234,9 @@ func (c *Control) Propose(ctx context.Context, req PlanRequest) (*Plan, error) {
 			return nil, fmt.Errorf("plan: %w: %v", ErrInvalid, err)
 		}
 		return nil, fmt.Errorf("plan: %w", err)
+	}
+	if note := measuredNote(filled, unknown); note != "" {
+		pp.Note = strings.TrimPrefix(pp.Note+"; "+note, "; ")
 	}
 	now := c.now().UTC()
 	p := &Plan{

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/mover/planner"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -84,17 +86,23 @@ func (p *StorePool) Close() error {
 	return nil
 }
 
-// SlotSizes asks every node that owns slots for its slot sizes (in
-// parallel, a few at a time) and returns the size of every slot. A node
-// owning no slot is not asked. A node that does not answer makes the whole
-// call fail, with a *SizesUnknownError naming every such node: a plan made
-// with a node's sizes missing would think its slots free.
-func (p *StorePool) SlotSizes(ctx context.Context, snap *directory.Snapshot) ([]int64, error) {
-	sizes := make([]int64, slots.Count)
+// SlotStats asks every node that owns slots for its slot stats (in
+// parallel, a few at a time). A node owning no slot is not asked. Each
+// answer counts only for the slots the node owns (a left copy being
+// dropped, or an import in progress, is not the slot's size), and an
+// answer that makes no sense (a slot out of range or listed twice, more
+// keys than bytes, a slot of more than MaxSlotBytes, a rate that is not a
+// number >= 0) is ignored whole, as a node that could not be asked. When
+// any node's answer is missing, Stats.Bytes is nil and the error is a
+// *SizesUnknownError naming every such node with its reason: a plan made
+// with a node's sizes missing would think its slots free. Stats.Nodes
+// still holds the nodes that answered.
+func (p *StorePool) SlotStats(ctx context.Context, snap *directory.Snapshot) (*Stats, error) {
+	out := &Stats{Bytes: make([]int64, slots.Count), Nodes: map[string]planner.NodeLoad{}}
 	owners := snap.Owners()
 	counts := snap.Counts()
-	var mu sync.Mutex // guards sizes and unknown
-	unknown := &SizesUnknownError{}
+	var mu sync.Mutex // guards out and unknown
+	unknown := &SizesUnknownError{Reasons: map[string]string{}}
 	var g errgroup.Group
 	g.SetLimit(8)
 	for _, n := range snap.Nodes {
@@ -107,29 +115,78 @@ func (p *StorePool) SlotSizes(ctx context.Context, snap *directory.Snapshot) ([]
 			if err == nil {
 				resp, err = c.SlotStats(ctx, &slotdv1.SlotStatsRequest{})
 			}
+			var nl planner.NodeLoad
+			var nonsense error
+			if err == nil {
+				nl, nonsense = statsLoad(resp, n.ID, owners)
+				err = nonsense
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				unknown.Nodes = append(unknown.Nodes, n.ID)
+				if nonsense != nil {
+					unknown.Reasons[n.ID] = nonsense.Error()
+				}
 				unknown.Err = cmp.Or(unknown.Err, fmt.Errorf("slot stats of %s: %w", n.ID, err))
 				return nil
 			}
-			for _, st := range resp.Slots {
-				// Only count what the node owns: a source's leftover copy
-				// being dropped is not the slot's size.
-				if int(st.Slot) < slots.Count && owners[st.Slot] == n.ID {
-					sizes[st.Slot] = int64(st.Bytes)
-				}
+			for _, sl := range nl.Slots {
+				out.Bytes[sl.Slot] = int64(sl.Bytes)
 			}
+			out.Nodes[n.ID] = nl
 			return nil
 		})
 	}
 	_ = g.Wait()
 	if len(unknown.Nodes) > 0 {
 		slices.Sort(unknown.Nodes)
-		return nil, unknown
+		out.Bytes = nil
+		return out, unknown
 	}
-	return sizes, nil
+	return out, nil
+}
+
+// MaxSlotBytes is the largest slot size a store's answer may give: more is
+// a store that lies (a petabyte in one of 16,384 slots).
+const MaxSlotBytes = 1 << 50
+
+// statsLoad is node id's answer as a load: the slots it owns, with their
+// keys, bytes and writes per second (reads are not in the answer). An
+// answer that makes no sense is an error naming the first thing wrong.
+func statsLoad(resp *slotdv1.SlotStatsResponse, id string, owners []string) (planner.NodeLoad, error) {
+	var nl planner.NodeLoad
+	var seen slots.Set
+	for _, st := range resp.GetSlots() {
+		s := st.GetSlot()
+		w := st.GetWritesPerSecond()
+		switch {
+		case s >= slots.Count:
+			return nl, fmt.Errorf("its answer names slot %d, out of range 0-%d", s, slots.Count-1)
+		case seen.Contains(slots.MustNew(int(s))):
+			return nl, fmt.Errorf("its answer lists slot %d twice", s)
+		case st.GetBytes() > MaxSlotBytes:
+			return nl, fmt.Errorf("its answer gives slot %d %d bytes, more than %d", s, st.GetBytes(), uint64(MaxSlotBytes))
+		case st.GetKeys() > st.GetBytes():
+			return nl, fmt.Errorf("its answer gives slot %d %d keys in %d bytes", s, st.GetKeys(), st.GetBytes())
+		case math.IsNaN(w) || math.IsInf(w, 0) || w < 0:
+			return nl, fmt.Errorf("its answer gives slot %d %v writes per second", s, w)
+		}
+		seen.Add(slots.MustNew(int(s)))
+		if owners[s] != id {
+			continue
+		}
+		nl.Slots = append(nl.Slots, planner.SlotLoad{Slot: uint16(s), Keys: float64(st.GetKeys()), Bytes: float64(st.GetBytes()), Writes: w})
+	}
+	return nl, nil
+}
+
+// Stats is what SlotStats read: every slot's size as its owner gave it
+// (nil unless every node owning slots answered), and per node that
+// answered, its owned slots' keys, bytes and writes per second.
+type Stats struct {
+	Bytes []int64
+	Nodes map[string]planner.NodeLoad
 }
 
 // SizesOn returns the bytes node addr holds of each of ss (a slot it
@@ -153,7 +210,10 @@ func (p *StorePool) SizesOn(ctx context.Context, addr string, ss []uint32) (map[
 // SizesUnknownError names the nodes whose slot sizes could not be read.
 type SizesUnknownError struct {
 	Nodes []string // sorted
-	Err   error    // the first node's error
+	// Reasons says, by node, why an answer was ignored (it made no
+	// sense); a node that did not answer has none (Err says why).
+	Reasons map[string]string
+	Err     error // the first node's error
 }
 
 func (e *SizesUnknownError) Error() string {

@@ -66,18 +66,30 @@ func NewReporter(cfg ReporterConfig) (*Reporter, error) {
 	return &Reporter{cfg: cfg, lg: cfg.Logger, failed: map[int]error{}}, nil
 }
 
-// Run reports at once and then every interval until ctx is done. A replica
+// firstRetry is how soon a Reporter tries again before its first report
+// went through (the node had no map yet, or no replica took it): a node's
+// load is known as soon as it holds a map, not an interval later.
+const firstRetry = 250 * time.Millisecond
+
+// Run reports at once and then every interval until ctx is done. Until a
+// report has reached a replica it tries again every firstRetry. A replica
 // that does not answer is logged (once per change) and tried again at the
 // next interval.
 func (r *Reporter) Run(ctx context.Context) error {
+	first := true
 	for {
-		if err := r.ReportOnce(ctx); err != nil && ctx.Err() == nil {
+		took, err := r.reportOnce(ctx)
+		if err != nil && ctx.Err() == nil {
 			r.lg.Debug("load report not sent", "err", err)
+		}
+		wait := r.cfg.Interval
+		if first = first && took == 0; first {
+			wait = min(firstRetry, r.cfg.Interval)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-r.cfg.Clock.After(r.cfg.Interval):
+		case <-r.cfg.Clock.After(wait):
 		}
 	}
 }
@@ -110,9 +122,15 @@ func (r *Reporter) Report(ctx context.Context) (*slotdv1.LoadReport, error) {
 // each call bounded by the interval. It returns the replicas' errors
 // joined (nil when every one took it).
 func (r *Reporter) ReportOnce(ctx context.Context) error {
+	_, err := r.reportOnce(ctx)
+	return err
+}
+
+// reportOnce is ReportOnce, which also says how many replicas took it.
+func (r *Reporter) reportOnce(ctx context.Context) (int, error) {
 	rep, err := r.Report(ctx)
 	if err != nil {
-		return fmt.Errorf("node: load report: %w", err)
+		return 0, fmt.Errorf("node: load report: %w", err)
 	}
 	errs := make([]error, len(r.cfg.Replicas))
 	var wg sync.WaitGroup
@@ -125,7 +143,13 @@ func (r *Reporter) ReportOnce(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	took := 0
+	for _, err := range errs {
+		if err == nil {
+			took++
+		}
+	}
+	return took, errors.Join(errs...)
 }
 
 // note logs a replica's failure when it differs from its last one, and its

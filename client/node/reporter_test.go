@@ -106,3 +106,38 @@ func TestReporterRun(t *testing.T) {
 		t.Fatal("a reporter without replicas was accepted")
 	}
 }
+
+// TestReporterFirstReportWhenMapArrives: a node without a map yet reports
+// as soon as it has one (firstRetry later), not a whole interval later;
+// after its first report went through, it waits the interval.
+func TestReporterFirstReportWhenMapArrives(t *testing.T) {
+	clock := newTickClock()
+	m := new(StaticMap) // no map yet
+	n := newTestNode(t, newMemStore(), m, t.TempDir())
+	ok := &recordingLoad{arrived: make(chan struct{}, 16)}
+	r, err := NewReporter(ReporterConfig{Node: n, Replicas: []slotdv1.LoadClient{serveLoad(t, ok)}, Clock: clock, Interval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	<-clock.waiting // the first try failed: no map
+	m.SetAll("a", "127.0.0.1:1")
+	clock.advance(firstRetry)
+	<-ok.arrived // reported firstRetry after, not a minute after
+	<-clock.waiting
+	clock.advance(firstRetry)
+	select {
+	case <-ok.arrived:
+		t.Fatal("a second report firstRetry after the first: want the interval")
+	default:
+	}
+	clock.advance(time.Minute)
+	<-ok.arrived
+	<-clock.waiting
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

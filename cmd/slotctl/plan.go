@@ -134,7 +134,7 @@ func printPlanPreview(w io.Writer, p *slotdv1.Plan, rate uint64) error {
 	fmt.Fprintf(w, "%d moves, ~%s (estimated), about %s at %s\n", len(p.GetMoves()), formatBytes(p.GetTotalBytes()),
 		formatDuration(p.GetEstimated().AsDuration()), formatRate(rate))
 	if u := p.GetSizesUnknown(); len(u) > 0 {
-		fmt.Fprintf(w, "warning: slot sizes unknown for %s (could not be asked): bytes are not known, and the time counts moves only\n",
+		fmt.Fprintf(w, "warning: slot sizes unknown for %s (could not be asked, or their answer was ignored: see the note): bytes are not known, and the time counts moves only\n",
 			strings.Join(u, ", "))
 	}
 	if e := p.GetEdits(); e != nil {

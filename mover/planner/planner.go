@@ -158,14 +158,28 @@ func Compute(in Input) (*Plan, error) {
 	for _, o := range in.Owners {
 		owns[o] = true
 	}
-	reported := false
+	reported, empty := false, true
 	for _, n := range nodes {
-		if _, ok := in.Loads[n.ID]; ok && n.State != StateDown && owns[n.ID] {
+		l, ok := in.Loads[n.ID]
+		if ok && n.State != StateDown && owns[n.ID] {
 			reported = true
+			for _, sl := range l.Slots {
+				if in.Owners[sl.Slot] == n.ID && (sl.Bytes > 0 || sl.Ops() > 0) {
+					empty = false
+				}
+			}
 		}
 	}
 	if mode != BalanceSlots {
 		switch {
+		case reported && empty && mode == BalanceAuto:
+			// Nothing measured holds data or sees traffic (a new
+			// cluster): there is no load to balance, only slots.
+			p, err := computeCounts(in, nodes, index, mode)
+			if err == nil {
+				p.Note = strings.Replace(p.Note, "no load report yet", "no data or traffic measured yet", 1)
+			}
+			return p, err
 		case reported:
 			p, err := computeLoad(in, nodes, index, mode)
 			if err != nil {

@@ -1,0 +1,87 @@
+package mover
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/slotd/slotd/mover/planner"
+)
+
+// measured is the load a plan is made on: the nodes' load reports, with
+// each node's keys and bytes as its store answered them just now (a report
+// may be up to an interval old, or from before the data was loaded), a
+// node that has not reported yet measured by that answer alone (its
+// writes per second; its reads are not in the answer), and a node owning
+// no slot known to be empty. In ops mode a node without a report stays
+// unknown: its answer says nothing of its reads. counts holds every node's
+// slot count. It returns the loads and the nodes measured by their answer
+// alone.
+func measured(loads map[string]planner.NodeLoad, stats *Stats, counts map[string]int, mode planner.BalanceBy) (map[string]planner.NodeLoad, []string) {
+	out := maps.Clone(loads)
+	if out == nil {
+		out = map[string]planner.NodeLoad{}
+	}
+	var filled []string
+	if stats != nil {
+		for _, id := range slices.Sorted(maps.Keys(stats.Nodes)) {
+			fresh := stats.Nodes[id]
+			rep, ok := out[id]
+			switch {
+			case ok:
+				out[id] = freshSizes(rep, fresh)
+			case mode != planner.BalanceOps:
+				out[id] = fresh
+				filled = append(filled, id)
+			}
+		}
+	}
+	if len(out) > 0 {
+		for id, c := range counts {
+			if _, ok := out[id]; !ok && c == 0 {
+				out[id] = planner.NodeLoad{} // owns nothing: holds nothing
+			}
+		}
+	}
+	return out, filled
+}
+
+// freshSizes is rep with the keys and bytes of fresh, the node's answer
+// read just now: a slot the answer does not list is empty; one the report
+// does not list is idle.
+func freshSizes(rep, fresh planner.NodeLoad) planner.NodeLoad {
+	now := make(map[uint16]planner.SlotLoad, len(fresh.Slots))
+	for _, s := range fresh.Slots {
+		now[s.Slot] = s
+	}
+	out := planner.NodeLoad{HotKeys: rep.HotKeys, Slots: make([]planner.SlotLoad, 0, max(len(rep.Slots), len(fresh.Slots)))}
+	for _, s := range rep.Slots {
+		f := now[s.Slot]
+		delete(now, s.Slot)
+		s.Keys, s.Bytes = f.Keys, f.Bytes
+		out.Slots = append(out.Slots, s)
+	}
+	for _, f := range now {
+		out.Slots = append(out.Slots, planner.SlotLoad{Slot: f.Slot, Keys: f.Keys, Bytes: f.Bytes})
+	}
+	slices.SortFunc(out.Slots, func(a, b planner.SlotLoad) int { return int(a.Slot) - int(b.Slot) })
+	return out
+}
+
+// measuredNote says which nodes a plan measured by their stores' answers
+// alone, and whose answers it could not use and why; "" when none.
+func measuredNote(filled []string, unknown *SizesUnknownError) string {
+	var parts []string
+	if len(filled) > 0 {
+		parts = append(parts, fmt.Sprintf("measured by their slot sizes now, no load report yet (reads not known): %s", strings.Join(filled, ", ")))
+	}
+	if unknown != nil {
+		for _, id := range unknown.Nodes {
+			if why, ok := unknown.Reasons[id]; ok {
+				parts = append(parts, fmt.Sprintf("slot sizes of %s ignored: %s", id, why))
+			}
+		}
+	}
+	return strings.Join(parts, "; ")
+}
