@@ -248,19 +248,32 @@ func autoCall(ctx context.Context, g *globals, req *slotdv1.SetAutoPolicyRequest
 	return g.withConn(ctx, func(ctx context.Context, c *conn) error {
 		cctx, cancel := g.call(ctx)
 		defer cancel()
-		ac := slotdv1.NewAutoClient(c.cc)
-		var resp *slotdv1.AutoStatusResponse
+		var out *autoJSON
 		var err error
 		if req == nil {
-			resp, err = ac.Status(cctx, &slotdv1.AutoStatusRequest{})
+			out, err = readAuto(cctx, c)
 		} else {
 			req.Operator = g.operator
-			resp, err = ac.SetPolicy(cctx, req)
+			var resp *slotdv1.AutoStatusResponse
+			if resp, err = c.auto.SetPolicy(cctx, req); err == nil {
+				a := autoOf(resp)
+				out = &a
+			}
 		}
 		if err != nil {
 			return err
 		}
-		out := autoOf(resp)
 		return g.print(out, out.table)
 	})
+}
+
+// readAuto reads the balancer's policy and state: the call of `slotctl
+// auto status`, for every command that shows the balancer.
+func readAuto(ctx context.Context, c *conn) (*autoJSON, error) {
+	resp, err := c.auto.Status(ctx, &slotdv1.AutoStatusRequest{})
+	if err != nil {
+		return nil, err
+	}
+	a := autoOf(resp)
+	return &a, nil
 }

@@ -27,6 +27,7 @@ type conn struct {
 	dir   slotdv1.DirectoryClient
 	op    slotdv1.OperatorClient
 	load  slotdv1.LoadClient
+	auto  slotdv1.AutoClient
 }
 
 func (c *conn) Close() error { return c.cc.Close() }
@@ -82,7 +83,7 @@ func (g *globals) dial() (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to slotd at %s: %w", g.endpoints, err)
 	}
-	return &conn{cc: cc, admin: slotdv1.NewAdminClient(cc), dir: slotdv1.NewDirectoryClient(cc), op: slotdv1.NewOperatorClient(cc), load: slotdv1.NewLoadClient(cc)}, nil
+	return &conn{cc: cc, admin: slotdv1.NewAdminClient(cc), dir: slotdv1.NewDirectoryClient(cc), op: slotdv1.NewOperatorClient(cc), load: slotdv1.NewLoadClient(cc), auto: slotdv1.NewAutoClient(cc)}, nil
 }
 
 // call bounds one request by --timeout.
