@@ -25,7 +25,10 @@ func init() { register(newAutoCmd) }
 //	  "balance_by": "auto", "updated_by": "alice", "updated": "2026-01-02T03:04:05Z", "reason": ""},
 //	 "state": {"state": "watching", "decision": "balanced within 10%", "decided_at": "...",
 //	  "failures": 0, "backoff_until": "", "backoff_seconds": 0, "last_plan": "", "last_plan_at": "",
-//	  "moves_last_hour": 0, "bytes_last_hour": 0, "leader": "s1"}}
+//	  "moves_last_hour": 0, "bytes_last_hour": 0, "leader": "s1", "next_check": ""}}
+//
+// next_check is worked out by slotctl (see nextCheck), not stored by the
+// balancer.
 type autoJSON struct {
 	Policy autoPolicyJSON `json:"policy"`
 	State  autoStateJSON  `json:"state"`
@@ -57,9 +60,13 @@ type autoStateJSON struct {
 	MovesLastHour  uint64  `json:"moves_last_hour"`
 	BytesLastHour  uint64  `json:"bytes_last_hour"`
 	Leader         string  `json:"leader"`
+	// NextCheck is the earliest time the balancer may plan again, as far
+	// as its status tells; see nextCheck.
+	NextCheck string `json:"next_check"`
 }
 
-func autoOf(r *slotdv1.AutoStatusResponse) autoJSON {
+// autoOf is the JSON form of r; now (slotctl's clock) dates next_check.
+func autoOf(r *slotdv1.AutoStatusResponse, now time.Time) autoJSON {
 	p, s := r.GetPolicy(), r.GetState()
 	return autoJSON{
 		Policy: autoPolicyJSON{
@@ -73,8 +80,37 @@ func autoOf(r *slotdv1.AutoStatusResponse) autoJSON {
 			Failures: s.GetFailures(), BackoffUntil: timeJSON(s.GetBackoffUntil()), BackoffSeconds: s.GetBackoff().AsDuration().Seconds(),
 			LastPlan: s.GetLastPlan(), LastPlanAt: timeJSON(s.GetLastPlanAt()),
 			MovesLastHour: s.GetMovesLastHour(), BytesLastHour: s.GetBytesLastHour(), Leader: s.GetLeader(),
+			NextCheck: nextCheck(r, now),
 		},
 	}
+}
+
+// nextCheck is the earliest time the balancer may plan again, as far as
+// its status tells: the end of its backoff (running by the server's clock),
+// or its interval after its last automatic plan (still running at now),
+// whichever is later. "" when it is off or frozen, or neither holds it back:
+// it then decides at every tick of the mover leader (5 s by default), and
+// plans once an imbalance has lasted its window. The status does not say
+// when an operator's action (whose interval also holds it back) was, nor
+// when an imbalance started: the decision says those in words.
+func nextCheck(r *slotdv1.AutoStatusResponse, now time.Time) string {
+	p, s := r.GetPolicy(), r.GetState()
+	if !p.GetEnabled() || p.GetFrozen() {
+		return ""
+	}
+	var next time.Time
+	if s.GetBackoff().AsDuration() > 0 && s.GetBackoffUntil() != nil {
+		next = s.GetBackoffUntil().AsTime()
+	}
+	if at := s.GetLastPlanAt(); at != nil {
+		if t := at.AsTime().Add(p.GetInterval().AsDuration()); t.After(now) && t.After(next) {
+			next = t
+		}
+	}
+	if next.IsZero() {
+		return ""
+	}
+	return next.UTC().Format(time.RFC3339Nano)
 }
 
 func (a autoJSON) table(w io.Writer) error {
@@ -101,6 +137,7 @@ func (a autoJSON) table(w io.Writer) error {
 		t.row("backoff", fmt.Sprintf("%d failed plan(s); next try in %s", s.Failures, formatDuration(time.Duration(s.BackoffSeconds*float64(time.Second)))))
 	}
 	t.row("last plan", orDash(s.LastPlan)+" "+orDash(s.LastPlanAt))
+	t.row("next check", orDash(s.NextCheck))
 	t.row("leader", orDash(s.Leader))
 	t.row("policy by", orDash(p.UpdatedBy)+" "+orDash(p.Updated)+reasonSuffix(p.Reason))
 	return t.flush()
@@ -256,7 +293,7 @@ func autoCall(ctx context.Context, g *globals, req *slotdv1.SetAutoPolicyRequest
 			req.Operator = g.operator
 			var resp *slotdv1.AutoStatusResponse
 			if resp, err = c.auto.SetPolicy(cctx, req); err == nil {
-				a := autoOf(resp)
+				a := autoOf(resp, time.Now())
 				out = &a
 			}
 		}
@@ -274,6 +311,6 @@ func readAuto(ctx context.Context, c *conn) (*autoJSON, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := autoOf(resp)
+	a := autoOf(resp, time.Now())
 	return &a, nil
 }

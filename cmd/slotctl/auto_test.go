@@ -3,6 +3,12 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/slotd/slotd/api/slotdv1"
 )
 
 // TestAutoCommands drives `slotctl auto` against an in-process slotd: the
@@ -59,5 +65,39 @@ func TestAutoCommands(t *testing.T) {
 	decode(t, s.ok(t, "auto", "status", "-o", "json"), &a)
 	if a.Policy.BalanceBy != "bytes" || a.Policy.Tolerance != 0.05 {
 		t.Fatalf("refused changes changed the policy: %+v", a.Policy)
+	}
+}
+
+// TestNextCheck: when the balancer may plan again, from what its status
+// says: the later of its backoff's end and its interval after its last
+// automatic plan, while they run.
+func TestNextCheck(t *testing.T) {
+	now := time.Date(2026, 1, 2, 12, 1, 0, 0, time.UTC)
+	at := func(m, s int) *timestamppb.Timestamp {
+		return timestamppb.New(time.Date(2026, 1, 2, 12, m, s, 0, time.UTC))
+	}
+	pol := func(enabled, frozen bool) *slotdv1.AutoPolicy {
+		return &slotdv1.AutoPolicy{Enabled: enabled, Frozen: frozen, Interval: durationpb.New(5 * time.Minute)}
+	}
+	backoff := func(until *timestamppb.Timestamp, d time.Duration) *slotdv1.AutoState {
+		return &slotdv1.AutoState{LastPlanAt: at(0, 3), BackoffUntil: until, Backoff: durationpb.New(d)}
+	}
+	cases := []struct {
+		name string
+		r    *slotdv1.AutoStatusResponse
+		want string
+	}{
+		{"off", &slotdv1.AutoStatusResponse{Policy: pol(false, false), State: &slotdv1.AutoState{LastPlanAt: at(0, 3)}}, ""},
+		{"frozen", &slotdv1.AutoStatusResponse{Policy: pol(true, true), State: &slotdv1.AutoState{LastPlanAt: at(0, 3)}}, ""},
+		{"never planned", &slotdv1.AutoStatusResponse{Policy: pol(true, false), State: &slotdv1.AutoState{}}, ""},
+		{"the interval runs", &slotdv1.AutoStatusResponse{Policy: pol(true, false), State: &slotdv1.AutoState{LastPlanAt: at(0, 3)}}, "2026-01-02T12:05:03Z"},
+		{"the interval ran", &slotdv1.AutoStatusResponse{Policy: pol(true, false), State: &slotdv1.AutoState{LastPlanAt: timestamppb.New(now.Add(-5 * time.Minute))}}, ""},
+		{"a backoff past the interval", &slotdv1.AutoStatusResponse{Policy: pol(true, false), State: backoff(at(10, 30), 9*time.Minute)}, "2026-01-02T12:10:30Z"},
+		{"a backoff over (by the server's clock)", &slotdv1.AutoStatusResponse{Policy: pol(true, false), State: backoff(at(0, 30), 0)}, "2026-01-02T12:05:03Z"},
+	}
+	for _, tc := range cases {
+		if got := nextCheck(tc.r, now); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
