@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/slotd/slotd/api/slotdv1"
@@ -28,7 +30,7 @@ func init() { register(newAutoCmd) }
 //	  "moves_last_hour": 0, "bytes_last_hour": 0, "leader": "s1", "next_check": ""}}
 //
 // next_check is worked out by slotctl (see nextCheck), not stored by the
-// balancer.
+// balancer. `slotctl status -o json` carries the same object as "balancer".
 type autoJSON struct {
 	Policy autoPolicyJSON `json:"policy"`
 	State  autoStateJSON  `json:"state"`
@@ -305,7 +307,7 @@ func autoCall(ctx context.Context, g *globals, req *slotdv1.SetAutoPolicyRequest
 }
 
 // readAuto reads the balancer's policy and state: the call of `slotctl
-// auto status`, for every command that shows the balancer.
+// auto status`, and of the balancer line of `slotctl status`.
 func readAuto(ctx context.Context, c *conn) (*autoJSON, error) {
 	resp, err := c.auto.Status(ctx, &slotdv1.AutoStatusRequest{})
 	if err != nil {
@@ -313,4 +315,81 @@ func readAuto(ctx context.Context, c *conn) (*autoJSON, error) {
 	}
 	a := autoOf(resp, time.Now())
 	return &a, nil
+}
+
+// line is the balancer in one line, for `slotctl status`: "balancer: off";
+// "balancer: frozen, no new automatic plan; policy changed
+// 2026-01-02T11:58:00Z by alice ("incident 4711")"; or "balancer: on,
+// waiting; last decision 2026-01-02T12:00:08Z "plan p-7-... is applying (by
+// auto)"; last plan p-7-... at 2026-01-02T12:00:03Z; next check
+// 2026-01-02T12:05:03Z", each part only when known. Times are to the second.
+func (a autoJSON) line() string {
+	p, s := a.Policy, a.State
+	switch {
+	case !p.Enabled:
+		return "balancer: off"
+	case p.Frozen:
+		line := "balancer: frozen, no new automatic plan"
+		if p.Updated != "" {
+			line += "; policy changed " + toSecond(p.Updated) + " by " + orDash(p.UpdatedBy)
+			if p.Reason != "" {
+				line += fmt.Sprintf(" (%q)", p.Reason)
+			}
+		}
+		return line
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "balancer: on, %s", orDash(s.State))
+	if s.Decision != "" {
+		b.WriteString("; last decision ")
+		// A balancer turned on (or unfrozen) since it last decided: the
+		// server words it, and the time is of the older decision.
+		if s.DecidedAt != "" && s.State != "starting" {
+			b.WriteString(toSecond(s.DecidedAt) + " ")
+		}
+		fmt.Fprintf(&b, "%q", s.Decision)
+	}
+	if s.LastPlan != "" {
+		b.WriteString("; last plan " + s.LastPlan)
+		if s.LastPlanAt != "" {
+			b.WriteString(" at " + toSecond(s.LastPlanAt))
+		}
+	}
+	if s.NextCheck != "" {
+		b.WriteString("; next check " + toSecond(s.NextCheck))
+	}
+	return b.String()
+}
+
+// balancerLine is the balancer line of `slotctl status`: a's line, or why
+// the balancer is unknown when readAuto failed with err.
+func balancerLine(a *autoJSON, err error) string {
+	if a != nil {
+		return a.line()
+	}
+	var se grpcStatus
+	switch {
+	case err == nil:
+		return "balancer: unknown"
+	case !errors.As(err, &se):
+		return fmt.Sprintf("balancer: unknown (%v)", err)
+	}
+	st := se.GRPCStatus()
+	switch st.Code() {
+	case codes.Unimplemented:
+		return "balancer: unknown (this slotd does not offer its status: older server?)"
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return fmt.Sprintf("balancer: unknown (refused: %s)", st.Message())
+	}
+	return fmt.Sprintf("balancer: unknown (%s)", st.Message())
+}
+
+// toSecond prints an RFC 3339 time of the JSON to the second, as the
+// tables do; anything else as it is.
+func toSecond(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return t.UTC().Format(time.RFC3339)
 }

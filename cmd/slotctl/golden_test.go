@@ -49,6 +49,16 @@ func TestGoldenAgainstSlotd(t *testing.T) {
 			golden(t, "status_applying_"+form+".golden", elideTimes(s.ok(t, "-o", form, "status")))
 		})
 	}
+
+	// The balancer on, then frozen (no mover, so it never decides): the
+	// policy's time is elided as the others.
+	s.ok(t, "auto", "on", "--reason", "golden")
+	s.ok(t, "auto", "freeze", "--reason", "golden freeze")
+	for _, form := range []string{"table", "json"} {
+		t.Run("status_frozen_"+form, func(t *testing.T) {
+			golden(t, "status_frozen_"+form+".golden", elideTimes(s.ok(t, "-o", form, "status")))
+		})
+	}
 }
 
 // TestMapGolden prints a small hand-made map: the ring's real maps have

@@ -27,13 +27,15 @@ func init() { register(newStatusCmd) }
 //	 "load_unknown": ["n3"], "hot_spots": [<hotSpotJSON>],
 //	 "in_flight": [{"plan_id": "...", "move_id": "...", "slot": 17, "from": "n1", "to": "n4",
 //	                "phase": "copying", "bytes_copied": 1024, "started_at": "2026-01-02T03:04:05Z"}],
-//	 "active_plan": <plan, see planJSON> or null}
+//	 "active_plan": <plan, see planJSON> or null,
+//	 "balancer": <autoJSON, as slotctl auto status -o json> or null}
 //
 // Node states: active, draining, down. load is slots/target_slots, the
 // SLOT RATIO column (1 is balanced; 0 when the node should own nothing);
 // measured is the node's measured load and its ratios (see measuredJSON),
 // null while unknown (no report within three of its intervals), and then
-// the node is in load_unknown.
+// the node is in load_unknown. balancer is null when the balancer's status
+// could not be read (an older slotd, or the call was refused).
 type statusJSON struct {
 	Version     uint64          `json:"version"`
 	Server      string          `json:"server"`
@@ -54,6 +56,9 @@ type statusJSON struct {
 	// slots moving cannot fix. Both empty against a slotd without load.
 	LoadUnknown []string      `json:"load_unknown"`
 	HotSpots    []hotSpotJSON `json:"hot_spots"`
+	// Balancer is what `slotctl auto status -o json` prints, null when
+	// that call failed.
+	Balancer *autoJSON `json:"balancer"`
 }
 
 type nodeLoadJSON struct {
@@ -83,7 +88,7 @@ type moveJSON struct {
 func newStatusCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
-		Short: "Show the directory version, nodes and their load, moves in flight, the active plan, the throttle",
+		Short: "Show the directory version, nodes and their load, moves in flight, the active plan, the balancer, the throttle",
 		Example: `  slotctl status
   slotctl status -o json`,
 		Args: cobra.NoArgs,
@@ -106,19 +111,25 @@ func newStatusCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return g.printStatus(st, infos, lv)
+				// The balancer's line: status prints without it, saying
+				// why (an older slotd, a refusal, no answer in time), and
+				// exits as it would have. Read last, so that a slow answer
+				// costs no other part.
+				auto, autoErr := readAuto(cctx, c)
+				return g.printStatus(st, infos, lv, auto, autoErr)
 			})
 		},
 	}
 }
 
 // printStatus prints st, with the orphan bytes and leases of infos (nil
-// from a slotd whose ListNodes failed) and the load of lv.
-func (g *globals) printStatus(st *slotdv1.StatusResponse, infos []*slotdv1.NodeInfo, lv load.View) error {
+// from a slotd whose ListNodes failed), the load of lv and the balancer's
+// status auto (nil when readAuto failed with autoErr).
+func (g *globals) printStatus(st *slotdv1.StatusResponse, infos []*slotdv1.NodeInfo, lv load.View, auto *autoJSON, autoErr error) error {
 	out := statusJSON{
 		Version: st.GetVersion(), Server: st.GetServer(), MoverLeader: st.GetMoverLeader(),
 		Throttle: st.GetThrottle().GetDefaultBytesPerSecond(), Nodes: []nodeLoadJSON{}, InFlight: []moveJSON{},
-		LoadUnknown: unknownOf(lv), HotSpots: hotSpotsOf(lv),
+		LoadUnknown: unknownOf(lv), HotSpots: hotSpotsOf(lv), Balancer: auto,
 	}
 	for _, n := range infos {
 		id := n.GetNode().GetId()
@@ -188,6 +199,7 @@ func (g *globals) printStatus(st *slotdv1.StatusResponse, infos []*slotdv1.NodeI
 			fmt.Fprintf(w, "\nno lease, serving none of their slots (self-fenced: cut off from slotd, stopped, or not registered): %s\n",
 				strings.Join(out.SelfFenced, ", "))
 		}
+		fmt.Fprintf(w, "\n%s\n", balancerLine(auto, autoErr))
 		if p := st.GetActivePlan(); p != nil {
 			fmt.Fprintf(w, "\n%s\n", planProgressLine(p))
 		} else {

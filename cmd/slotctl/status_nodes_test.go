@@ -30,14 +30,14 @@ func info(id string, b int64, leased bool) *slotdv1.NodeInfo {
 func TestStatusOrphanBytes(t *testing.T) {
 	st := &slotdv1.StatusResponse{Version: 7, Server: "s1"}
 	out, g := capture("table")
-	if err := g.printStatus(st, []*slotdv1.NodeInfo{info("n3", 40<<10, true), info("n2", 3<<20, true)}, load.View{}); err != nil {
+	if err := g.printStatus(st, []*slotdv1.NodeInfo{info("n3", 40<<10, true), info("n2", 3<<20, true)}, load.View{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "left copies to clean up (reconciliation drops them): n2 3.0 MiB, n3 40.0 KiB") {
 		t.Fatalf("status:\n%s", out)
 	}
 	out, g = capture("json")
-	if err := g.printStatus(st, []*slotdv1.NodeInfo{info("n3", 10, true)}, load.View{}); err != nil {
+	if err := g.printStatus(st, []*slotdv1.NodeInfo{info("n3", 10, true)}, load.View{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	var got statusJSON
@@ -45,14 +45,14 @@ func TestStatusOrphanBytes(t *testing.T) {
 		t.Fatalf("json %s: %v", out, err)
 	}
 	out, g = capture("json")
-	if err := g.printStatus(st, nil, load.View{}); err != nil {
+	if err := g.printStatus(st, nil, load.View{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), "orphan") {
 		t.Fatalf("orphan_bytes without orphans: %s", out)
 	}
 	out, g = capture("table")
-	if err := g.printStatus(st, nil, load.View{}); err != nil || strings.Contains(out.String(), "left copies") {
+	if err := g.printStatus(st, nil, load.View{}, nil, nil); err != nil || strings.Contains(out.String(), "left copies") {
 		t.Fatalf("status without orphans: %s %v", out, err)
 	}
 }
@@ -74,7 +74,7 @@ func TestStatusSelfFenced(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			out, g := capture("json")
-			if err := g.printStatus(st, tc.infos, load.View{}); err != nil {
+			if err := g.printStatus(st, tc.infos, load.View{}, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			var got statusJSON
@@ -82,7 +82,7 @@ func TestStatusSelfFenced(t *testing.T) {
 				t.Fatalf("json self_fenced %v, want %v (%v)", got.SelfFenced, tc.want, err)
 			}
 			out, g = capture("table")
-			if err := g.printStatus(st, tc.infos, load.View{}); err != nil {
+			if err := g.printStatus(st, tc.infos, load.View{}, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			if has := strings.Contains(out.String(), "self-fenced"); has != (tc.wantTable != "") || !strings.Contains(out.String(), tc.wantTable) {
