@@ -33,7 +33,7 @@ func TestStatsLoad(t *testing.T) {
 		{"a slot out of range", []*slotdv1.SlotStat{stat(slots.Count, 1, 1, 0)}, nil, "out of range"},
 		{"a slot twice", []*slotdv1.SlotStat{stat(3, 1, 10, 0), stat(3, 1, 10, 0)}, nil, "twice"},
 		{"more keys than bytes", []*slotdv1.SlotStat{stat(3, 11, 10, 0)}, nil, "11 keys in 10 bytes"},
-		{"an absurd size", []*slotdv1.SlotStat{stat(3, 1, MaxSlotBytes + 1, 0)}, nil, "more than"},
+		{"an absurd size", []*slotdv1.SlotStat{stat(3, 1, MaxSlotBytes+1, 0)}, nil, "more than"},
 		{"a rate that is not a number", []*slotdv1.SlotStat{stat(3, 1, 10, math.NaN())}, nil, "writes per second"},
 		{"a negative rate", []*slotdv1.SlotStat{stat(3, 1, 10, -1)}, nil, "writes per second"},
 	}
