@@ -15,6 +15,7 @@ require (
 	github.com/redis/go-redis/v9 v9.7.0
 	github.com/stathat/consistent v1.0.0
 	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -29,7 +30,6 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 // The benchmarks run against the work tree; the main module never depends on

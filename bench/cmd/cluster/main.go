@@ -36,7 +36,10 @@ type config struct {
 	rebalanceDurable bool
 	// rebalanceParallelism is slotd's --move-parallelism in item 3.
 	rebalanceParallelism int
-	items                map[string]bool
+	// rebalanceReportInterval is slotkv's --load-report-interval in item
+	// 3 (0: slotkv's default).
+	rebalanceReportInterval time.Duration
+	items                   map[string]bool
 }
 
 type row struct{ name, ours, peer, ratio, cmd string }
@@ -75,6 +78,7 @@ func main() {
 	flag.IntVar(&c.emptyMoves, "empty-moves", 30, "item 3: empty-slot moves each way")
 	flag.BoolVar(&c.emptyMovesOnly, "empty-moves-only", false, "item 3: run only the empty-slot moves (issue 19 item 2's row), no Redis and no rebalance")
 	flag.IntVar(&c.rebalanceParallelism, "rebalance-parallelism", 0, "item 3: slotd --move-parallelism (0: slotd's defaults, no flag; 1: strictly one move at a time)")
+	flag.DurationVar(&c.rebalanceReportInterval, "rebalance-report-interval", 0, "item 3: slotkv --load-report-interval (0: slotkv's default, 10s); the harness waits for every node's report after the load before each rebalance")
 	flag.BoolVar(&c.rebalanceDurable, "rebalance-durable", false, "item 3: slotkv --fsync=true on disk (default: fsync off on tmpfs, our fastest)")
 	flag.StringVar(&items, "items", "2,3,4,5,6,load", "items of issue 10 to run (4 and 5 need 2), and load (issue 14: load-aware planning)")
 	flag.Parse()

@@ -104,6 +104,19 @@ func run(ctx context.Context, bin string, args ...string) (string, error) {
 	return string(out), nil
 }
 
+// runStdout runs a command to completion and returns its standard output
+// alone (for output to parse); standard error goes into the error.
+func runStdout(ctx context.Context, bin string, args ...string) (string, error) {
+	var stderr strings.Builder
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(args, " "), err, tail(stderr.String()+string(out), 800))
+	}
+	return string(out), nil
+}
+
 // timed runs a command and returns its wall time.
 func timed(ctx context.Context, bin string, args ...string) (time.Duration, string, error) {
 	t := time.Now()
