@@ -189,14 +189,14 @@ func itemRebalance(ctx context.Context, c *config, shm string, w io.Writer) erro
 		met  string
 	}{{auto, "", metAuto}, {bySlots, " --balance-by slots", metSlots}} {
 		rows = append(rows,
-			row{fmt.Sprintf("rebalance 3 -> 4, `slotctl rebalance --yes%s` (ours %d slots moved, Redis %d slots); target: faster than Redis at slotd's defaults with pause p99 <= 20 ms: %s", r.plan, r.run.moved, redisMoved, r.met),
+			row{fmt.Sprintf("rebalance 3 -> 4, `slotctl rebalance --yes%s` (ours %d moves, Redis %d slots); target: faster than Redis at slotd's defaults with pause p99 <= 20 ms: %s", r.plan, r.run.moved, redisMoved, r.met),
 				fmtDur(r.run.took), fmtDur(redisTook), ratio(redisTook.Seconds(), r.run.took.Seconds()),
 				fmt.Sprintf("`slotctl -o json rebalance --yes%s` against %s; `redis-cli --cluster rebalance 127.0.0.1:PORT --cluster-use-empty-masters`; %s", r.plan, ourCmd, benchCmd)},
 			row{fmt.Sprintf("the plan, which %s", planBalance(r.run.plan)),
 				fmt.Sprintf("%s; %s copied (planned %s)", movesText(r.run, "n4"), bytesText(r.run.copied), bytesText(r.run.plan.GetTotalBytes())),
 				fmt.Sprintf("%d slots to the new master", redisMoved), "-",
 				"the plan as `slotctl -o json rebalance` printed it when it ended (balance_by, note, moves, bytes_copied); every move committed and in the SDK's map"},
-			row{"per moved slot, whole rebalance / slots", fmtDur(r.run.took / time.Duration(max(1, r.run.moved))), fmtDur(redisTook / time.Duration(max(1, redisMoved))),
+			row{"per move (one slot each), whole rebalance / moves; Redis: / slots", fmtDur(r.run.took / time.Duration(max(1, r.run.moved))), fmtDur(redisTook / time.Duration(max(1, redisMoved))),
 				ratio(redisTook.Seconds()/float64(max(1, redisMoved)), r.run.took.Seconds()/float64(max(1, r.run.moved))), "same"},
 			row{fmt.Sprintf("one move inside the rebalance, begin -> commit, p50 / p99 (%d moves)", r.run.nCut), fmt.Sprintf("≤ %s / ≤ %s", fmtDur(time.Duration(r.run.mv50*1e9)), fmtDur(time.Duration(r.run.mv99*1e9))), "-", "-",
 				"`slotd_mover_move_duration_seconds` on slotd's /metrics (histogram bucket bounds)"},
@@ -218,6 +218,8 @@ type rebalanceRun struct {
 	// slot already had the target, included); toNew went to the new node,
 	// between from one old node to another.
 	moved, skipped, toNew, between int
+	// slots is how many distinct slots the moves moved.
+	slots int
 	// copied is what the moves' transfers copied (bytes_copied).
 	copied uint64
 	// reportWait is how long the harness waited for the load reports.
@@ -264,7 +266,9 @@ func ourRebalance(ctx context.Context, c *config, oc *ourCluster, by, newNode st
 	if err := checkPlanCommitted(ctx, oc, r.plan); err != nil {
 		return r, err
 	}
+	distinct := map[uint32]bool{}
 	for _, mv := range r.plan.GetMoves() {
+		distinct[mv.GetSlot()] = true
 		r.moved++
 		r.copied += mv.GetBytesCopied()
 		if mv.GetSkipped() {
@@ -277,11 +281,15 @@ func ourRebalance(ctx context.Context, c *config, oc *ourCluster, by, newNode st
 			r.between++
 		}
 	}
+	r.slots = len(distinct)
 	if r.nCut != r.moved-r.skipped {
 		logf("item 3: ours: note: %d cutover pauses observed, %d moves committed with a copy", r.nCut, r.moved-r.skipped)
 	}
-	logf("item 3: ours rebalance: %v, plan %s balances %s (note %q): %d moves (%d to %s, %d between the old nodes, %d skipped), %s copied (planned %s)",
-		r.took, r.plan.GetId(), r.plan.GetBalanceBy(), r.plan.GetNote(), r.moved, r.toNew, newNode, r.between, r.skipped, bytesText(r.copied), bytesText(r.plan.GetTotalBytes()))
+	if b, a := planStats(r.plan); b.maxB > 0 && r.plan.GetBalanceBy() != "slots" {
+		logf("item 3: ours: the plan's max bytes / ops ratio (nodes of known load): %.2f / %.2f -> %.2f / %.2f", b.maxB, b.maxO, a.maxB, a.maxO)
+	}
+	logf("item 3: ours rebalance: %v, plan %s balances %s (note %q): %d moves of %d distinct slots (%d to %s, %d between the old nodes, %d skipped), %s copied (planned %s)",
+		r.took, r.plan.GetId(), r.plan.GetBalanceBy(), r.plan.GetNote(), r.moved, r.slots, r.toNew, newNode, r.between, r.skipped, bytesText(r.copied), bytesText(r.plan.GetTotalBytes()))
 	return r, nil
 }
 
@@ -358,6 +366,9 @@ func planBalance(p *slotdv1.Plan) string {
 // old nodes".
 func movesText(r rebalanceRun, newNode string) string {
 	out := fmt.Sprintf("%d moves, %d to %s and %d between the old nodes", r.moved, r.toNew, newNode, r.between)
+	if r.slots != r.moved {
+		out += fmt.Sprintf(" (%d distinct slots: some moved more than once)", r.slots)
+	}
 	if r.skipped > 0 {
 		out += fmt.Sprintf(" (%d skipped: the slot had its target already)", r.skipped)
 	}
