@@ -371,6 +371,8 @@ func balancerLine(a *autoJSON, err error) string {
 	switch {
 	case err == nil:
 		return "balancer: unknown"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "balancer: unknown (no answer in time)"
 	case !errors.As(err, &se):
 		return fmt.Sprintf("balancer: unknown (%v)", err)
 	}
@@ -380,6 +382,10 @@ func balancerLine(a *autoJSON, err error) string {
 		return "balancer: unknown (this slotd does not offer its status: older server?)"
 	case codes.PermissionDenied, codes.Unauthenticated:
 		return fmt.Sprintf("balancer: unknown (refused: %s)", st.Message())
+	case codes.DeadlineExceeded, codes.Canceled:
+		// Either side may see the deadline first: the caller's gRPC says
+		// DeadlineExceeded, a server that gave up first makes it Canceled.
+		return "balancer: unknown (no answer in time)"
 	}
 	return fmt.Sprintf("balancer: unknown (%s)", st.Message())
 }

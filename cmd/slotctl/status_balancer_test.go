@@ -78,7 +78,9 @@ func TestBalancerLine(t *testing.T) {
 		{name: "unknown: refused", err: status.Error(codes.PermissionDenied, "role read required"),
 			want: "balancer: unknown (refused: role read required)"},
 		{name: "unknown: no answer", err: status.Error(codes.DeadlineExceeded, "context deadline exceeded"),
-			want: "balancer: unknown (context deadline exceeded)"},
+			want: "balancer: unknown (no answer in time)"},
+		{name: "unknown: the server gave up first", err: status.Error(codes.Canceled, "stream terminated by RST_STREAM with error code: CANCEL"),
+			want: "balancer: unknown (no answer in time)"},
 		{name: "unknown: not a status", err: errors.New("boom"), want: "balancer: unknown (boom)"},
 	}
 	for _, tc := range cases {
@@ -166,7 +168,7 @@ func TestStatusWithoutBalancer(t *testing.T) {
 	}{
 		{"older slotd", "balancer: unknown (this slotd does not offer its status: older server?)", nil},
 		{"refused", "balancer: unknown (refused: role read required)", refusingAuto{}},
-		{"no answer", "balancer: unknown (context deadline exceeded)", slowAuto{}},
+		{"no answer", "balancer: unknown (no answer in time)", slowAuto{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lis, err := net.Listen("tcp", "127.0.0.1:0")
