@@ -32,8 +32,13 @@
 //     only when both its bytes and its ops ratios are; the plan first
 //     reduces the bytes imbalance (every move checked in ops too, and a
 //     recipient's ops kept within half the band of its bytes), then both.
-//     With no report from any node, auto balances slot counts and says so,
-//     while bytes and ops are refused (ErrNoLoad).
+//     With no load for any node that owns slots (a node owning nothing
+//     measures nothing), auto balances slot counts and says so, while
+//     bytes and ops are refused (ErrNoLoad); with loads that hold no data
+//     and see no traffic (a new cluster), auto balances slot counts too
+//     ("no data or traffic measured yet"). The mover gives the planner each
+//     store's slot sizes as answered when the plan is made, over the
+//     reports' (mover/measure.go).
 //   - Dead band: no plan while every node is within Tolerance (10%) of its
 //     share ("balanced within 10%: nothing to do"); once one is not, the
 //     plan aims at half the band so the next report does not find it at the
