@@ -72,6 +72,31 @@ type SlotLoad struct {
 	Keys, Bytes                            uint64
 	Reads1m, Writes1m, Reads10m, Writes10m float64
 	Tag                                    string
+	// Measured is how many seconds of the rates the owner measured since
+	// it gained the slot (0: since it started).
+	Measured float64
+}
+
+// Windows of the stores' decaying averages (node.ShortWindow, LongWindow).
+const (
+	shortWindow = 60.0  // seconds
+	longWindow  = 600.0 // seconds
+)
+
+// continued is the slot's load as if it had not moved: the new owner's
+// rates, means over the m seconds since it gained the slot, continue the
+// averages prior (its previous owner's last) as those would have gone on,
+// prior*e^(-m/W) + new*(1-e^(-m/W)) per window W. Sizes are the new
+// owner's.
+func continued(prior, cur SlotLoad) SlotLoad {
+	m := cur.Measured
+	f1, f10 := math.Exp(-m/shortWindow), math.Exp(-m/longWindow)
+	out := cur
+	out.Reads1m = prior.Reads1m*f1 + cur.Reads1m*(1-f1)
+	out.Writes1m = prior.Writes1m*f1 + cur.Writes1m*(1-f1)
+	out.Reads10m = prior.Reads10m*f10 + cur.Reads10m*(1-f10)
+	out.Writes10m = prior.Writes10m*f10 + cur.Writes10m*(1-f10)
+	return out
 }
 
 // HotKey is one of a node's hottest keys as it reported it.
@@ -118,7 +143,15 @@ type lastLoad struct {
 	node string
 	rep  *report // the report it came in: its received time and interval
 	load SlotLoad
+	// prior is the previous owner's last load of the slot while the owner
+	// has measured it for less than priorFor since it gained it: its
+	// rates continue prior's (continued).
+	prior *SlotLoad
 }
+
+// priorFor is how long a slot's previous owner's averages still weigh in
+// its new owner's: five of the long window (its weight is then below 1%).
+const priorFor = 5 * longWindow
 
 // New returns an empty aggregate: every node unknown.
 func New(cfg Config) (*Aggregator, error) {
@@ -148,8 +181,24 @@ func (a *Aggregator) Report(now time.Time, r *slotdv1.LoadReport) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.reports[id] = rep
-	for _, sl := range rep.slots {
-		a.last[sl.Slot] = lastLoad{node: id, rep: rep, load: sl}
+	for i, sl := range rep.slots {
+		l := lastLoad{node: id, rep: rep, load: sl}
+		if m := sl.Measured; m > 0 && m < priorFor {
+			// Gained a short while ago: its averages go on from what its
+			// previous owner last said (held since its first report here).
+			switch prev := a.last[sl.Slot]; {
+			case prev.node != "" && prev.node != id && now.Sub(prev.rep.received) < time.Duration(longWindow)*time.Second:
+				p := prev.load
+				l.prior = &p
+			case prev.node == id && prev.prior != nil:
+				l.prior = prev.prior
+			}
+			if l.prior != nil {
+				l.load = continued(*l.prior, sl)
+				rep.slots[i] = l.load
+			}
+		}
+		a.last[sl.Slot] = l
 	}
 	return nil
 }
@@ -295,7 +344,7 @@ func (a *Aggregator) check(r *slotdv1.LoadReport) (*report, error) {
 		for _, f := range [...]struct {
 			name string
 			v    float64
-		}{{"reads_1m", sl.GetReads_1M()}, {"writes_1m", sl.GetWrites_1M()}, {"reads_10m", sl.GetReads_10M()}, {"writes_10m", sl.GetWrites_10M()}} {
+		}{{"reads_1m", sl.GetReads_1M()}, {"writes_1m", sl.GetWrites_1M()}, {"reads_10m", sl.GetReads_10M()}, {"writes_10m", sl.GetWrites_10M()}, {"measured_seconds", sl.GetMeasuredSeconds()}} {
 			if err := checkValue(f.v); err != nil {
 				return nil, fmt.Errorf("%w: slot %d %s %v from %s: %v", ErrInvalid, sl.GetSlot(), f.name, f.v, id, err)
 			}
@@ -304,7 +353,7 @@ func (a *Aggregator) check(r *slotdv1.LoadReport) (*report, error) {
 			rep.slots = append(rep.slots, SlotLoad{
 				Slot: uint16(sl.GetSlot()), Keys: sl.GetKeys(), Bytes: sl.GetBytes(),
 				Reads1m: sl.GetReads_1M(), Writes1m: sl.GetWrites_1M(), Reads10m: sl.GetReads_10M(), Writes10m: sl.GetWrites_10M(),
-				Tag: sl.GetTag(),
+				Tag: sl.GetTag(), Measured: sl.GetMeasuredSeconds(),
 			})
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
+	"github.com/slotd/slotd/mover/planner"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -110,6 +111,8 @@ func TestReportRefusesBadInput(t *testing.T) {
 		{"version too old to check", edit(func(r *slotdv1.LoadReport) { r.Version = 3 }), ErrBehind, "too old"},
 		{"negative reads", edit(func(r *slotdv1.LoadReport) { r.Slots[0].Reads_10M = -1 }), ErrInvalid, "reads_10m -1"},
 		{"NaN writes", edit(func(r *slotdv1.LoadReport) { r.Slots[0].Writes_1M = math.NaN() }), ErrInvalid, "not a number"},
+		{"negative measured age", edit(func(r *slotdv1.LoadReport) { r.Slots[0].MeasuredSeconds = -5 }), ErrInvalid, "measured_seconds -5"},
+		{"infinite measured age", edit(func(r *slotdv1.LoadReport) { r.Slots[0].MeasuredSeconds = math.Inf(1) }), ErrInvalid, "infinite"},
 		{"infinite reads", edit(func(r *slotdv1.LoadReport) { r.Slots[1].Reads_1M = math.Inf(1) }), ErrInvalid, "infinite"},
 		{"slot out of range", edit(func(r *slotdv1.LoadReport) { r.Slots[1].Slot = 16384 }), ErrInvalid, "out of range"},
 		{"slot twice", edit(func(r *slotdv1.LoadReport) { r.Slots[1].Slot = 1 }), ErrInvalid, "listed twice"},
@@ -354,5 +357,68 @@ func TestLoadFollowsTheSlot(t *testing.T) {
 	}
 	if v := a.View(t0.Add(2*time.Second), ViewOptions{}); v.Nodes[1].Bytes != 3000 || v.Nodes[1].Carried != 0 {
 		t.Fatalf("view after n2's report without slot 1: %+v", v.Nodes[1])
+	}
+}
+
+// TestLoadContinuesAcrossMove: a slot's new owner reports its rates as
+// means since it gained the slot; they continue the previous owner's
+// averages as if the slot had not moved, for as long as those weigh in,
+// across the new owner's reports and after the previous owner's expired.
+func TestLoadContinuesAcrossMove(t *testing.T) {
+	fm := testMap(t)
+	a := newAgg(t, fm)
+	if err := a.Report(t0, &slotdv1.LoadReport{NodeId: "n1", Version: 10, Slots: []*slotdv1.SlotLoad{{Slot: 1, Keys: 10, Bytes: 1000, Reads_1M: 100, Reads_10M: 100, Writes_10M: 20}}}); err != nil {
+		t.Fatal(err)
+	}
+	moved, ok := fm.m.WithOwner(slots.MustNew(1), "n2", "a2", 11)
+	if !ok {
+		t.Fatal("WithOwner refused")
+	}
+	fm.m = moved
+	report := func(at time.Duration, measured, rate float64) {
+		t.Helper()
+		if err := a.Report(t0.Add(at), &slotdv1.LoadReport{NodeId: "n2", Version: 10, Slots: []*slotdv1.SlotLoad{
+			{Slot: 1, Keys: 10, Bytes: 1100, Reads_1M: rate, Reads_10M: rate, MeasuredSeconds: measured},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slot1 := func(at time.Duration) planner.SlotLoad {
+		t.Helper()
+		for _, s := range a.NodeLoads(t0.Add(at))["n2"].Slots {
+			if s.Slot == 1 {
+				return s
+			}
+		}
+		t.Fatalf("n2 has no slot 1 at %v", at)
+		return planner.SlotLoad{}
+	}
+	// 60 s after the move, at 10 reads/s since: the ten-minute average
+	// has moved a tenth of the way (e^-0.1), the one-minute one most of it.
+	report(60*time.Second, 60, 10)
+	want10 := 100*math.Exp(-0.1) + 10*(1-math.Exp(-0.1))
+	if s := slot1(60 * time.Second); math.Abs(s.Reads-want10) > 1e-9 || math.Abs(s.Writes-20*math.Exp(-0.1)) > 1e-9 || s.Bytes != 1100 {
+		t.Fatalf("slot 1 at n2 after 60 s: %+v, want reads %.3f (continued), writes %.3f, the new bytes", s, want10, 20*math.Exp(-0.1))
+	}
+	if v := a.View(t0.Add(60*time.Second), ViewOptions{Slots: true}); math.Abs(v.Nodes[1].Reads1m-(100*math.Exp(-1)+10*(1-math.Exp(-1)))) > 1e-9 {
+		t.Fatalf("one-minute reads %v", v.Nodes[1].Reads1m)
+	}
+	// 40 minutes later n1's report is long gone; the prior still weighs
+	// e^-4 in the ten-minute average.
+	report(40*time.Minute, 2400, 10)
+	if s := slot1(40 * time.Minute); math.Abs(s.Reads-(100*math.Exp(-4)+10*(1-math.Exp(-4)))) > 1e-9 {
+		t.Fatalf("slot 1 at n2 after 40 min: reads %v", s.Reads)
+	}
+	// Past five windows the owner's own averages stand alone.
+	report(51*time.Minute, 3060, 10)
+	if s := slot1(51 * time.Minute); s.Reads != 10 {
+		t.Fatalf("slot 1 at n2 after 51 min: reads %v, want its own 10", s.Reads)
+	}
+	// A report without a measured age (owned since its start) is taken as it is.
+	if err := a.Report(t0.Add(52*time.Minute), &slotdv1.LoadReport{NodeId: "n2", Version: 10, Slots: []*slotdv1.SlotLoad{{Slot: 1, Reads_10M: 7}}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := slot1(52 * time.Minute); s.Reads != 7 {
+		t.Fatalf("slot 1 without a measured age: reads %v, want 7", s.Reads)
 	}
 }

@@ -40,9 +40,15 @@ type SlotLoad struct {
 	Reads_10M  float64 `protobuf:"fixed64,6,opt,name=reads_10m,json=reads10m,proto3" json:"reads_10m,omitempty"`
 	Writes_10M float64 `protobuf:"fixed64,7,opt,name=writes_10m,json=writes10m,proto3" json:"writes_10m,omitempty"`
 	// The hash tag the slot's hot keys share, "" when none.
-	Tag           string `protobuf:"bytes,8,opt,name=tag,proto3" json:"tag,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Tag string `protobuf:"bytes,8,opt,name=tag,proto3" json:"tag,omitempty"`
+	// Seconds of the slot's rates the node has measured since it gained the
+	// slot (0: it owned it since it started, and the averages cover that).
+	// Below the averages' windows the rates are means since the gain; slotd
+	// continues the slot's previous owner's averages with them, as if the
+	// slot had not moved.
+	MeasuredSeconds float64 `protobuf:"fixed64,9,opt,name=measured_seconds,json=measuredSeconds,proto3" json:"measured_seconds,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SlotLoad) Reset() {
@@ -129,6 +135,13 @@ func (x *SlotLoad) GetTag() string {
 		return x.Tag
 	}
 	return ""
+}
+
+func (x *SlotLoad) GetMeasuredSeconds() float64 {
+	if x != nil {
+		return x.MeasuredSeconds
+	}
+	return 0
 }
 
 // HotKey is one of a node's hottest keys, by its heavy-hitter sketch.
@@ -722,7 +735,7 @@ var File_slotdv1_load_proto protoreflect.FileDescriptor
 
 const file_slotdv1_load_proto_rawDesc = "" +
 	"\n" +
-	"\x12slotdv1/load.proto\x12\bslotd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11slotdv1/map.proto\"\xce\x01\n" +
+	"\x12slotdv1/load.proto\x12\bslotd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11slotdv1/map.proto\"\xf9\x01\n" +
 	"\bSlotLoad\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x12\n" +
 	"\x04keys\x18\x02 \x01(\x04R\x04keys\x12\x14\n" +
@@ -732,7 +745,8 @@ const file_slotdv1_load_proto_rawDesc = "" +
 	"\treads_10m\x18\x06 \x01(\x01R\breads10m\x12\x1d\n" +
 	"\n" +
 	"writes_10m\x18\a \x01(\x01R\twrites10m\x12\x10\n" +
-	"\x03tag\x18\b \x01(\tR\x03tag\"v\n" +
+	"\x03tag\x18\b \x01(\tR\x03tag\x12)\n" +
+	"\x10measured_seconds\x18\t \x01(\x01R\x0fmeasuredSeconds\"v\n" +
 	"\x06HotKey\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x12\n" +
 	"\x04slot\x18\x02 \x01(\rR\x04slot\x12\x12\n" +

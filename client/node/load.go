@@ -45,6 +45,9 @@ type SlotLoad struct {
 	// Tag is the hash tag the slot's hot keys share ("" when none do or the
 	// slot has no hot key).
 	Tag string
+	// MeasuredSeconds is how long the rates cover since the node gained
+	// the slot; 0 when it owned it since it started.
+	MeasuredSeconds float64
 }
 
 // Load is a node's measured load at one moment.
@@ -81,6 +84,11 @@ type loadTracker struct {
 	// rates the averages hold (0 until the first fold after the gain).
 	gained   [slots.Count]time.Time
 	measured [slots.Count]float32
+	// gains counts the gains recorded (gain calls that gained a slot), and
+	// lastGain is the last one's time: a Reporter reports early once a
+	// fold has measured them (GainsMeasured).
+	gains    uint64
+	lastGain time.Time
 	// sized says a slot gained after the last size pass was sized alone
 	// since its gain (guarded by sizeMu).
 	sized [slots.Count]bool
@@ -210,12 +218,28 @@ func (t *loadTracker) gain(ss []slots.Slot, now time.Time) {
 		t.gained[i], t.measured[i] = now, 0
 		t.r1[i], t.w1[i], t.r10[i], t.w10[i] = 0, 0, 0, 0
 	}
+	if len(ss) > 0 {
+		t.gains++
+		t.lastGain = now
+	}
 	t.mu.Unlock()
 	t.sizeMu.Lock() // after mu, never inside it: Load takes sizeMu first
 	for _, s := range ss {
 		t.sized[s.Int()] = false
 	}
 	t.sizeMu.Unlock()
+}
+
+// GainsMeasured returns how many times the node has gained slots while
+// running, and whether the last gain is measured now (a fold has covered
+// youngFor of it), so that Load lists the slots gained. A Reporter reports
+// early then: the slots' new owner says what they hold and carry right
+// after a move, not an interval later.
+func (n *Node) GainsMeasured() (gains uint64, measured bool) {
+	t := &n.load
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.gains, t.gains > 0 && t.lastFold.Sub(t.lastGain) >= youngFor
 }
 
 // weightOfNew is the weight of the newest interval (dt seconds) in an
@@ -257,6 +281,7 @@ func (n *Node) Load(ctx context.Context) (Load, error) {
 		sl := SlotLoad{
 			Slot: s, Keys: t.keys[i], Bytes: t.bytes[i],
 			Reads1m: float64(t.r1[i]), Writes1m: float64(t.w1[i]), Reads10m: float64(t.r10[i]), Writes10m: float64(t.w10[i]),
+			MeasuredSeconds: float64(t.measured[i]),
 		}
 		if sl.Keys > 0 || sl.Bytes > 0 || sl.Reads10m > 0 || sl.Writes10m > 0 || sl.Reads1m > 0 || sl.Writes1m > 0 {
 			out.Slots = append(out.Slots, sl)

@@ -78,6 +78,7 @@ const firstRetry = 250 * time.Millisecond
 func (r *Reporter) Run(ctx context.Context) error {
 	first := true
 	for {
+		gains, _ := r.cfg.Node.GainsMeasured()
 		took, err := r.reportOnce(ctx)
 		if err != nil && ctx.Err() == nil {
 			r.lg.Debug("load report not sent", "err", err)
@@ -86,10 +87,33 @@ func (r *Reporter) Run(ctx context.Context) error {
 		if first = first && took == 0; first {
 			wait = min(firstRetry, r.cfg.Interval)
 		}
+		if !r.waitOrGain(ctx, wait, gains) {
+			return nil
+		}
+	}
+}
+
+// gainCheck is how often a Reporter looks, between reports, for slots the
+// node gained and has measured since its last report.
+const gainCheck = time.Second
+
+// waitOrGain waits d, or less when the node gains slots after the gains-th
+// gain and has measured them: it reports them early. It returns false when
+// ctx is done.
+func (r *Reporter) waitOrGain(ctx context.Context, d time.Duration, gains uint64) bool {
+	deadline := r.cfg.Clock.Now().Add(d)
+	for {
+		step := min(gainCheck, deadline.Sub(r.cfg.Clock.Now()))
+		if step <= 0 {
+			return true
+		}
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-r.cfg.Clock.After(wait):
+			return false
+		case <-r.cfg.Clock.After(step):
+		}
+		if g, measured := r.cfg.Node.GainsMeasured(); g != gains && measured {
+			return true
 		}
 	}
 }
@@ -110,6 +134,7 @@ func (r *Reporter) Report(ctx context.Context) (*slotdv1.LoadReport, error) {
 		rep.Slots[i] = &slotdv1.SlotLoad{
 			Slot: uint32(s.Slot.Uint16()), Keys: uint64(max(s.Keys, 0)), Bytes: uint64(max(s.Bytes, 0)),
 			Reads_1M: s.Reads1m, Writes_1M: s.Writes1m, Reads_10M: s.Reads10m, Writes_10M: s.Writes10m, Tag: s.Tag,
+			MeasuredSeconds: s.MeasuredSeconds,
 		}
 	}
 	for _, k := range l.HotKeys {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -135,6 +136,62 @@ func TestReporterFirstReportWhenMapArrives(t *testing.T) {
 	}
 	clock.advance(time.Minute)
 	<-ok.arrived
+	<-clock.waiting
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReporterReportsGainsEarly: once a slot the node gained is measured
+// (a fold has covered a second of it), the Reporter reports at once, long
+// before its interval, and the report lists the slot with what it holds.
+func TestReporterReportsGainsEarly(t *testing.T) {
+	clock := newTickClock()
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	gained := slots.MustNew(9)
+	m.Set("b", "127.0.0.1:2", gained)
+	n, err := New(Config{ID: "a", Store: newMemStore(), Map: m, StateDir: t.TempDir(), Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	n.foldLoad(clock.Now())
+	ok := &recordingLoad{arrived: make(chan struct{}, 16)}
+	r, err := NewReporter(ReporterConfig{Node: n, Replicas: []slotdv1.LoadClient{serveLoad(t, ok)}, Clock: clock, Interval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	<-ok.arrived    // the first report, at once
+	<-clock.waiting // then it waits
+	if err := n.CheckRead([]byte("x")); err != nil { // the node's first look at its map
+		t.Fatal(err)
+	}
+	m.Set("a", "127.0.0.1:1", gained) // the slot moves here
+	if err := n.Write(ctx, keyIn(gained), put(string(keyIn(gained)), "v")); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(1100 * time.Millisecond)
+	<-clock.waiting // looked: not measured yet, waits again
+	n.foldLoad(clock.Now())
+	clock.advance(time.Second)
+	<-ok.arrived // early: 2.1 s into a one-minute interval
+	ok.mu.Lock()
+	rep := ok.got[len(ok.got)-1]
+	ok.mu.Unlock()
+	listed := false
+	for _, s := range rep.GetSlots() {
+		if s.GetSlot() == uint32(gained.Uint16()) {
+			listed = s.GetKeys() == 1 && s.GetMeasuredSeconds() >= 1
+		}
+	}
+	if !listed {
+		t.Fatalf("the early report does not list the gained slot with its key and measured age: %v", rep)
+	}
 	<-clock.waiting
 	cancel()
 	if err := <-done; err != nil {
