@@ -1,0 +1,479 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/api/slotmap"
+	"github.com/slotd/slotd/slotkv/workload"
+	"github.com/slotd/slotd/slots"
+)
+
+// Scenario 13 (issue 36): the first minute. Three nodes, skewed data just
+// loaded, a fourth node started and a plan made at once: the stores' load
+// reports (every 10 s, slotkv's default, kept) cannot have caught up with
+// the data, so the plan must measure what the stores hold, and the load
+// ratios must read the plan's "after" within one report interval.
+
+// firstMinuteLoads is the skewed data of scenario 13: 60,000 keys, 35.6 MB
+// (keys and values). One hash tag holds 5,000 values of 1,000 bytes in a
+// single slot: 5.1 MB, 14% of the bytes, 0.57 of what each of four nodes
+// should hold; large, yet below one node's share (and its band), so no
+// plan has to name it a hot spot and the 10% bound is reachable. 6,000
+// values (10%) are 4 KiB (24.6 MB), 49,000 are 110 bytes (5.9 MB), both
+// spread over every slot.
+func firstMinuteLoads(tag string) []loaded {
+	return []loaded{
+		{"{" + tag + "}", 5000, 1000},
+		{tag + "s", 49000, 110},
+		{tag + "b", 6000, 4096},
+	}
+}
+
+// firstMinuteIDs are the nodes once the fourth has joined.
+var firstMinuteIDs = []string{"n1", "n2", "n3", "n4"}
+
+// reportInterval is slotkv's default load-report interval, which scenario
+// 13 keeps.
+const reportInterval = 10 * time.Second
+
+// probeSlots are 16 slots spread over the range, for the workload.
+func probeSlots() []uint32 {
+	var out []uint32
+	for s := uint32(0); s < slots.Count; s += 1024 {
+		out = append(out, s+7)
+	}
+	return out
+}
+
+// storeBytes asks the stores of ids for their slot stats (what a plan asks
+// them) and sums, per node, the bytes (keys and values) of the slots it
+// owns in m: a copy it still holds of a slot it gave away is not its data.
+func (c *cluster) storeBytes(m *slotmap.Map, ids []string) map[string]int64 {
+	c.t.Helper()
+	out := map[string]int64{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		n, ok := m.Node(id)
+		if !ok {
+			c.t.Fatalf("%s is not in the map at version %d", id, m.Version())
+		}
+		wg.Go(func() {
+			r, err := slotdv1.NewStoreClient(c.conn(n.Addr)).SlotStats(c.ctx(), &slotdv1.SlotStatsRequest{})
+			if err != nil {
+				c.t.Errorf("slot stats of %s: %v", id, err)
+				return
+			}
+			var sum int64
+			for _, st := range r.GetSlots() {
+				if m.OwnerID(slots.MustNew(int(st.GetSlot()))) == id {
+					sum += int64(st.GetBytes())
+				}
+			}
+			mu.Lock()
+			out[id] = sum
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func meanBytes(bs map[string]int64) float64 {
+	var sum float64
+	for _, b := range bs {
+		sum += float64(b)
+	}
+	return sum / float64(len(bs))
+}
+
+// bytesText prints bytes per node, each over the mean, and the mean.
+func bytesText(bs map[string]int64) string {
+	m := meanBytes(bs)
+	var b strings.Builder
+	for _, id := range slices.Sorted(maps.Keys(bs)) {
+		fmt.Fprintf(&b, "%s %.2f MB (%.3f of the mean), ", id, float64(bs[id])/1e6, float64(bs[id])/m)
+	}
+	fmt.Fprintf(&b, "mean %.2f MB", m/1e6)
+	return b.String()
+}
+
+func ratiosText(rs map[string]float64) string {
+	var parts []string
+	for _, id := range firstMinuteIDs {
+		if r, ok := rs[id]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.3f", id, r))
+		} else {
+			parts = append(parts, id+" ?")
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// loadView reads the Load API's view of every node from a slotd.
+func (c *cluster) loadView() (*slotdv1.GetLoadResponse, error) {
+	return slotdv1.NewLoadClient(c.anyConn()).Get(c.ctx(), &slotdv1.GetLoadRequest{})
+}
+
+// viewRatios are the view's bytes and ops ratios (load over fair share) of
+// the known nodes; the error names a node of ids that is unknown.
+func viewRatios(v *slotdv1.GetLoadResponse, ids []string) (bytes, ops map[string]float64, err error) {
+	bytes, ops = map[string]float64{}, map[string]float64{}
+	for _, n := range v.GetNodes() {
+		if n.GetKnown() && n.GetFairBytes() > 0 {
+			bytes[n.GetNodeId()] = float64(n.GetBytes()) / n.GetFairBytes()
+		}
+		if n.GetKnown() && n.GetFairOps() > 0 {
+			ops[n.GetNodeId()] = (n.GetReads_10M() + n.GetWrites_10M()) / n.GetFairOps()
+		}
+	}
+	for _, id := range ids {
+		if _, ok := bytes[id]; !ok {
+			return bytes, ops, fmt.Errorf("%s unknown in the load view", id)
+		}
+	}
+	return bytes, ops, nil
+}
+
+// reportsText says what the load reports held: bytes per node and how old.
+func reportsText(v *slotdv1.GetLoadResponse) string {
+	var parts []string
+	for _, n := range v.GetNodes() {
+		age := "never reported"
+		if n.GetReported().GetSeconds() > 0 {
+			age = fmt.Sprintf("reported %v before", v.GetNow().AsTime().Sub(n.GetReported().AsTime()).Round(time.Millisecond))
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f MB (known %v, %s)", n.GetNodeId(), float64(n.GetBytes())/1e6, n.GetKnown(), age))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// statusRatios are the bytes ratios `slotctl status -o json` prints.
+func (c *cluster) statusRatios() (map[string]float64, error) {
+	out, errOut, code := c.slotctl("status", "-o", "json")
+	if code != 0 {
+		return nil, fmt.Errorf("slotctl status: exit %d: %s%s", code, out, errOut)
+	}
+	var st struct {
+		Nodes []struct {
+			ID       string `json:"id"`
+			Measured *struct {
+				BytesRatio *float64 `json:"bytes_ratio"`
+			} `json:"measured"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		return nil, fmt.Errorf("slotctl status -o json: %v: %s", err, out)
+	}
+	rs := map[string]float64{}
+	for _, n := range st.Nodes {
+		if n.Measured != nil && n.Measured.BytesRatio != nil {
+			rs[n.ID] = *n.Measured.BytesRatio
+		}
+	}
+	return rs, nil
+}
+
+// slotctlPlan runs a slotctl command that prints a plan (-o json) and
+// returns the plan.
+func (c *cluster) slotctlPlan(timeout time.Duration, args ...string) *slotdv1.Plan {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, errOut, code := c.h.Run(ctx, "slotctl", nil, append([]string{"--endpoints", strings.Join(c.slotdEP, ","), "--operator", "e2e"}, args...)...)
+	if code != 0 {
+		c.t.Fatalf("slotctl %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+	}
+	p := &slotdv1.Plan{}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(out), p); err != nil {
+		c.t.Fatalf("slotctl %s: not a plan: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return p
+}
+
+// planText is what the logs say of a plan: moves, bytes, mode, note, and
+// each node before and after.
+func planText(p *slotdv1.Plan) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan %s by %s (%s), reason %q: %d moves, %.2f MB; balance_by %q, note %q, hot spots %v",
+		p.GetId(), p.GetOperator(), p.GetState(), p.GetReason(), p.GetProgress().GetMoves(), float64(p.GetTotalBytes())/1e6,
+		p.GetBalanceBy(), p.GetNote(), p.GetHotSpots())
+	for _, n := range p.GetNodes() {
+		fmt.Fprintf(&b, "\n  %s: slots %d -> %d, bytes %.2f -> %.2f MB, bytes ratio %.3f -> %.3f, ops ratio %.3f -> %.3f (load known %v)",
+			n.GetNodeId(), n.GetSlotsBefore(), n.GetSlotsAfter(), float64(n.GetBytesBefore())/1e6, float64(n.GetBytesAfter())/1e6,
+			n.GetLoadBefore().GetBytesRatio(), n.GetLoadAfter().GetBytesRatio(), n.GetLoadBefore().GetOpsRatio(), n.GetLoadAfter().GetOpsRatio(),
+			n.GetLoadKnown())
+	}
+	return b.String()
+}
+
+// planJSON is p as slotctl prints it, without its moves (thousands of
+// lines), for a failure's message.
+func planJSON(p *slotdv1.Plan) string {
+	q := proto.Clone(p).(*slotdv1.Plan)
+	q.Moves = nil
+	return protojson.Format(q)
+}
+
+// firstMinuteChecks checks a plan made in the first minute, once it is
+// done:
+//
+//  1. it measured every node (the new one known empty) and balanced what
+//     the stores hold: every node within 10% of the mean in bytes, by the
+//     stores' own slot stats, with no hot spot named (the hot tag is below
+//     a node's share);
+//  2. within one report interval of its end, the load view's bytes ratios
+//     read its after: a reading with every node within 10% of the plan's
+//     bytes ratio_after. The view is polled from the plan's end (its
+//     updated_at) until one report interval later.
+//
+// hotTag is the loaded hot hash tag, whose slot is logged.
+func firstMinuteChecks(c *cluster, p *slotdv1.Plan, hotTag string) {
+	t := c.t
+	t.Helper()
+	t.Log(planText(p))
+	after := map[string]float64{}
+	for _, n := range p.GetNodes() {
+		if !n.GetLoadKnown() {
+			t.Errorf("the plan did not know the load of %s\n%s", n.GetNodeId(), planJSON(p))
+		}
+		after[n.GetNodeId()] = n.GetLoadAfter().GetBytesRatio()
+	}
+	if by := p.GetBalanceBy(); by != "auto" && by != "bytes" {
+		t.Errorf("the plan balanced %q, not measured load\n%s", by, planJSON(p))
+	}
+
+	// 2 first: it is about the first report interval after the plan.
+	done := p.GetUpdatedAt().AsTime()
+	deadline := done.Add(reportInterval)
+	var first, met, opsAtMet map[string]float64
+	var firstAt, metAt time.Duration
+	worst, readings := 0.0, 0
+	var lastErr error
+	for {
+		now := time.Now()
+		v, err := c.loadView()
+		var rs, ops map[string]float64
+		if err == nil {
+			rs, ops, err = viewRatios(v, firstMinuteIDs)
+		}
+		if err == nil {
+			readings++
+			if first == nil {
+				first, firstAt = rs, now.Sub(done)
+			}
+			dev := 0.0
+			for _, id := range firstMinuteIDs {
+				dev = max(dev, math.Abs(rs[id]/after[id]-1))
+			}
+			worst = max(worst, dev)
+			if dev <= 0.10 && met == nil {
+				met, opsAtMet, metAt = rs, ops, now.Sub(done)
+			}
+			if dev > 0.10 {
+				err = fmt.Errorf("bytes ratios %s, up to %.1f%% off", ratiosText(rs), 100*dev)
+			}
+		}
+		if err != nil {
+			lastErr = err
+		}
+		if met != nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the poll's period, bounded by the deadline
+	}
+	t.Logf("bytes ratios after, as planned: %s", ratiosText(after))
+	if first != nil {
+		t.Logf("load view %v after the plan's end: %s", firstAt.Round(time.Millisecond), ratiosText(first))
+	}
+	if met == nil {
+		t.Errorf("in the %v after the plan's end (%d readings of the load view, the closest %.1f%% off), no reading had every bytes ratio within 10%% of the plan's after (%s); last: %v\nplan: %s",
+			reportInterval, readings, 100*worst, ratiosText(after), lastErr, planJSON(p))
+	} else {
+		t.Logf("load view within 10%% of the plan's after %v after its end (reading %d): bytes %s; ops %s",
+			metAt.Round(time.Millisecond), readings, ratiosText(met), ratiosText(opsAtMet))
+		if rs, err := c.statusRatios(); err == nil {
+			t.Logf("slotctl status -o json then: bytes ratios %s", ratiosText(rs))
+		} else {
+			t.Log(err)
+		}
+	}
+
+	// 1: the stores' own figures.
+	m, err := c.getMap(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := c.storeBytes(m, firstMinuteIDs)
+	avg := meanBytes(bs)
+	t.Logf("bytes after, by the stores' slot stats: %s", bytesText(bs))
+	for _, id := range firstMinuteIDs {
+		if d := float64(bs[id])/avg - 1; math.Abs(d) > 0.10 {
+			t.Errorf("%s holds %.2f MB, %+.1f%% off the mean %.2f MB (bound 10%%)\nplan: %s", id, float64(bs[id])/1e6, 100*d, avg/1e6, planJSON(p))
+		}
+	}
+	if len(p.GetHotSpots()) > 0 {
+		t.Errorf("the plan names hot spots %v; the hot tag is below a node's share\nplan: %s", p.GetHotSpots(), planJSON(p))
+	}
+	hot := slots.ForString("{" + hotTag + "}")
+	owner := m.OwnerID(hot)
+	if r, err := slotdv1.NewStoreClient(c.conn(c.h.Addr(owner))).SlotStats(c.ctx(), &slotdv1.SlotStatsRequest{Slots: []uint32{uint32(hot.Int())}}); err == nil && len(r.GetSlots()) == 1 {
+		b := float64(r.GetSlots()[0].GetBytes())
+		t.Logf("hot tag {%s}: slot %d on %s, %.2f MB, %.2f of the mean node", hotTag, hot.Int(), owner, b/1e6, b/avg)
+	}
+}
+
+// TestFirstMinuteRebalance (scenario 13 a, issue 36): three nodes, 60,000
+// keys of skewed data (firstMinuteLoads) loaded, a fourth node started and
+// `slotctl rebalance --yes` run at once: nothing is waited for but the new
+// node's registration. The plan asks the stores for their slot stats, so it
+// balances what they hold (its bytes before are what they held), and
+// firstMinuteChecks holds. A porcupine-checked workload runs throughout.
+func TestFirstMinuteRebalance(t *testing.T) {
+	c := newCluster(t, clusterOpts{})
+	start := time.Now()
+	s := begin(c, "13 (a) first minute: rebalance", firstMinuteLoads("fm13a"),
+		workload.Config{KeySet: keysFor("wl13a", probeSlots()), Clients: 4})
+	loaded := time.Now()
+	m, err := c.getMap(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the stores hold, read alongside the fourth node's start rather
+	// than before it: nothing but its registration is waited for.
+	var before map[string]int64
+	measured := make(chan struct{})
+	go func() {
+		defer close(measured)
+		before = c.storeBytes(m, firstMinuteIDs[:3])
+	}()
+	c.startNode("n4")
+	c.waitRegistered("n4")
+	// What the reports said as the rebalance began (the log shows them
+	// behind the data).
+	v, verr := c.loadView()
+	began := time.Now()
+	p := c.slotctlPlan(5*time.Minute, "rebalance", "--yes", "-o", "json", "--reason", "e2e: first minute")
+	ended := time.Now()
+	<-measured
+	t.Logf("loaded in %v; the rebalance began %v after the load and took %v",
+		loaded.Sub(start).Round(time.Millisecond), began.Sub(loaded).Round(time.Millisecond), ended.Sub(began).Round(time.Millisecond))
+	t.Logf("bytes before, by the stores' slot stats: %s", bytesText(before))
+	if verr == nil {
+		t.Logf("load reports as the rebalance began: %s", reportsText(v))
+	}
+	if p.GetState() != slotdv1.PlanState_PLAN_STATE_DONE {
+		t.Fatalf("the rebalance ended %s: %s\n%s", p.GetState(), p.GetError(), planJSON(p))
+	}
+	for _, n := range p.GetNodes() {
+		if want := before[n.GetNodeId()]; math.Abs(float64(n.GetBytesBefore())-float64(want)) > 0.01*float64(want) {
+			t.Errorf("the plan's bytes before of %s: %d; its store held %d\n%s", n.GetNodeId(), n.GetBytesBefore(), want, planJSON(p))
+		}
+	}
+	firstMinuteChecks(c, p, "fm13a")
+	s.finish()
+}
+
+// TestFirstMinuteAutoBalance (scenario 13 b, issue 36): as 13 a, with
+// `slotctl auto on` instead of the rebalance, right after the fourth node
+// registered. The balancer fills it at once ("auto: fill new node n4");
+// firstMinuteChecks holds for its plan, and no second automatic plan
+// follows while the cluster is watched for three windows after the first
+// plan's end.
+//
+// The policy is scenario 10's: budgets off (the default 1,024 moves an hour
+// would cut the fill, about 1,300 moves here, and leave an imbalance that
+// rightly calls for a second plan), a 2-s interval, balance-by bytes, and
+// slotd deciding every 250 ms. The window is 15 s: longer than a report
+// interval (10 s), since the view may read the reports from before the
+// load for up to one interval after the plan (13 a's log shows it), yet
+// far shorter than the minutes the ratios lagged before issue 36. The
+// bound, three windows (45 s) after the plan's end, is enough: a second
+// plan needs an imbalance that lasts a whole window, and every node's
+// figures are fresh within one report interval of the plan's end (each
+// node reports again, and a moved slot counts at its new owner meanwhile);
+// so an imbalance the first plan left, or the view invented, is seen for a
+// window by 10 s + 15 s + the 2-s interval after the end, well inside 45 s.
+func TestFirstMinuteAutoBalance(t *testing.T) {
+	full(t)
+	t.Setenv("SLOTD_BALANCER_TICK", "250ms")
+	const window, interval = 15 * time.Second, 2 * time.Second
+	const observe = 3 * window
+	c := newCluster(t, clusterOpts{})
+	if out, errOut, code := c.slotctl("auto", "set", "window="+window.String(), "interval="+interval.String(),
+		"budget-moves=0", "budget-bytes=0", "balance-by=bytes", "--reason", "e2e: first minute"); code != 0 {
+		t.Fatalf("slotctl auto set: exit %d\n%s%s", code, out, errOut)
+	}
+	s := begin(c, "13 (b) first minute: auto balancer", firstMinuteLoads("fm13b"),
+		workload.Config{KeySet: keysFor("wl13b", probeSlots()), Clients: 4})
+	loaded := time.Now()
+	c.startNode("n4")
+	c.waitRegistered("n4")
+	if out, errOut, code := c.slotctl("auto", "on", "--reason", "e2e: first minute"); code != 0 {
+		t.Fatalf("slotctl auto on: exit %d\n%s%s", code, out, errOut)
+	}
+	on := time.Now()
+	var id string
+	c.h.Eventually(60*time.Second, "an automatic plan", func() error {
+		ps := movingPlans(c.autoPlans())
+		if len(ps) == 0 {
+			return fmt.Errorf("no automatic plan that moves yet; balancer: %s", c.autoStatus().GetState().GetDecision())
+		}
+		id = ps[0].GetId()
+		return nil
+	})
+	c.waitPlan(id, 5*time.Minute)
+	p := c.slotctlPlan(time.Minute, "plans", "show", id, "-o", "json")
+	t.Logf("auto on %v after the load; plan %s made %v after auto on", on.Sub(loaded).Round(time.Millisecond), id,
+		p.GetCreatedAt().AsTime().Sub(on).Round(time.Millisecond))
+	firstMinuteChecks(c, p, "fm13b")
+
+	// No second automatic plan (moving or not: an empty one would mean the
+	// balancer saw an imbalance last a window) in three windows after the
+	// plan's end.
+	done := p.GetUpdatedAt().AsTime()
+	var worst float64
+	var worstText string
+	for {
+		ps := c.autoPlans()
+		if len(ps) != 1 {
+			var b strings.Builder
+			for _, q := range ps {
+				fmt.Fprintf(&b, "\n%s\n%s", planText(q), planJSON(q))
+			}
+			t.Fatalf("%d automatic plans %v after the first one's end (bound: %v); balancer: %s:%s",
+				len(ps), time.Since(done).Round(time.Millisecond), observe, c.autoStatus().GetState().GetDecision(), b.String())
+		}
+		if v, err := c.loadView(); err == nil {
+			if rs, ops, err := viewRatios(v, firstMinuteIDs); err == nil {
+				for _, r := range rs {
+					if d := math.Abs(r - 1); d >= worst {
+						worst = d
+						worstText = fmt.Sprintf("bytes %s (ops %s) %v after the end", ratiosText(rs), ratiosText(ops), time.Since(done).Round(time.Millisecond))
+					}
+				}
+			}
+		}
+		if time.Since(done) > observe {
+			break
+		}
+		time.Sleep(500 * time.Millisecond) // the poll's period, within the bounded observation
+	}
+	st := c.autoStatus().GetState()
+	t.Logf("automatic plans %v after the first one's end: %d (the first included); bytes ratio farthest from 1 in that time (from the checks' end): %s; balancer %s: %s",
+		observe, len(c.autoPlans()), worstText, st.GetState(), st.GetDecision())
+	s.finish()
+}
