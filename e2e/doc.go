@@ -35,10 +35,11 @@
 // writes from then on, and rejoins empty once healed. 13 (firstminute_test.go,
 // issue 36): 60,000 keys of skewed data loaded, a fourth node started and
 // a plan made at once, before the load reports caught up: (a) `slotctl
-// rebalance`, (b) the automatic balancer; every node ends within 10% of
-// the mean in bytes by the stores' own figures, the load view reads the
-// plan's after within one report interval, and (b) no second automatic
-// plan follows.
+// rebalance`, (b) the automatic balancer balancing bytes, (c) the same in
+// its default mode (bytes and ops); every node ends within 10% of the mean
+// in bytes by the stores' own figures, the load view reads the plan's
+// after within one report interval, and (b, c) no second automatic plan
+// follows.
 //
 // `go test ./e2e` (and `make test`) runs 1 (on a 256-move sample of the
 // plan), 3, 9 (a), 12 and 13 (a); E2E_FULL=1 runs all of them with the full rebalance

@@ -389,14 +389,36 @@ func TestFirstMinuteRebalance(t *testing.T) {
 
 // TestFirstMinuteAutoBalance (scenario 13 b, issue 36): as 13 a, with
 // `slotctl auto on` instead of the rebalance, right after the fourth node
-// registered. The balancer fills it at once ("auto: fill new node n4");
-// firstMinuteChecks holds for its plan, and no second automatic plan
-// follows while the cluster is watched for three windows after the first
-// plan's end.
+// registered; see firstMinuteAuto. The policy balances bytes, as scenario
+// 10's does.
+func TestFirstMinuteAutoBalance(t *testing.T) {
+	full(t)
+	firstMinuteAuto(t, "13 (b) first minute: auto balancer", "fm13b", "bytes")
+}
+
+// TestFirstMinuteAutoBalanceDefault (scenario 13 c, issue 36): 13 b with
+// the policy's default mode, auto (bytes and ops), as `slotctl auto on`
+// runs it unless told otherwise. The bulk load's writes are ops too: after
+// the fill, the old nodes' ~10-minute averages still carry them while the
+// new node's gained slots read their rate since the gain (about nothing),
+// and the fill plan itself saw no ops at all (the reports it read were
+// from before the load); this scenario holds the balancer to the same
+// promise, no second automatic plan.
+func TestFirstMinuteAutoBalanceDefault(t *testing.T) {
+	full(t)
+	firstMinuteAuto(t, "13 (c) first minute: auto, default", "fm13c", "")
+}
+
+// firstMinuteAuto runs scenario 13 with `slotctl auto on` instead of the
+// rebalance, right after the fourth node registered, with the policy
+// balancing balanceBy ("": the policy's default, auto). The balancer
+// fills n4 at once ("auto: fill new node n4"); firstMinuteChecks holds for
+// its plan, and no second automatic plan follows while the cluster is
+// watched for three windows after the first plan's end.
 //
-// The policy is scenario 10's: budgets off (the default 1,024 moves an hour
-// would cut the fill, about 1,300 moves here, and leave an imbalance that
-// rightly calls for a second plan), a 2-s interval, balance-by bytes, and
+// The policy is otherwise scenario 10's: budgets off (the default 1,024
+// moves an hour would cut the fill, about 1,300 moves here, and leave an
+// imbalance that rightly calls for a second plan), a 2-s interval, and
 // slotd deciding every 250 ms. The window is 15 s: longer than a report
 // interval (10 s), since the view may read the reports from before the
 // load for up to one interval after the plan (13 a's log shows it), yet
@@ -407,18 +429,19 @@ func TestFirstMinuteRebalance(t *testing.T) {
 // node reports again, and a moved slot counts at its new owner meanwhile);
 // so an imbalance the first plan left, or the view invented, is seen for a
 // window by 10 s + 15 s + the 2-s interval after the end, well inside 45 s.
-func TestFirstMinuteAutoBalance(t *testing.T) {
-	full(t)
+func firstMinuteAuto(t *testing.T, name, tag, balanceBy string) {
 	t.Setenv("SLOTD_BALANCER_TICK", "250ms")
 	const window, interval = 15 * time.Second, 2 * time.Second
 	const observe = 3 * window
 	c := newCluster(t, clusterOpts{})
-	if out, errOut, code := c.slotctl("auto", "set", "window="+window.String(), "interval="+interval.String(),
-		"budget-moves=0", "budget-bytes=0", "balance-by=bytes", "--reason", "e2e: first minute"); code != 0 {
+	set := []string{"auto", "set", "window=" + window.String(), "interval=" + interval.String(), "budget-moves=0", "budget-bytes=0"}
+	if balanceBy != "" {
+		set = append(set, "balance-by="+balanceBy)
+	}
+	if out, errOut, code := c.slotctl(append(set, "--reason", "e2e: first minute")...); code != 0 {
 		t.Fatalf("slotctl auto set: exit %d\n%s%s", code, out, errOut)
 	}
-	s := begin(c, "13 (b) first minute: auto balancer", firstMinuteLoads("fm13b"),
-		workload.Config{KeySet: keysFor("wl13b", probeSlots()), Clients: 4})
+	s := begin(c, name, firstMinuteLoads(tag), workload.Config{KeySet: keysFor("wl"+tag, probeSlots()), Clients: 4})
 	loaded := time.Now()
 	c.startNode("n4")
 	c.waitRegistered("n4")
@@ -439,7 +462,7 @@ func TestFirstMinuteAutoBalance(t *testing.T) {
 	p := c.slotctlPlan(time.Minute, "plans", "show", id, "-o", "json")
 	t.Logf("auto on %v after the load; plan %s made %v after auto on", on.Sub(loaded).Round(time.Millisecond), id,
 		p.GetCreatedAt().AsTime().Sub(on).Round(time.Millisecond))
-	firstMinuteChecks(c, p, "fm13b")
+	firstMinuteChecks(c, p, tag)
 
 	// No second automatic plan (moving or not: an empty one would mean the
 	// balancer saw an imbalance last a window) in three windows after the
