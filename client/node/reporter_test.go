@@ -166,8 +166,8 @@ func TestReporterReportsGainsEarly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- r.Run(ctx) }()
-	<-ok.arrived    // the first report, at once
-	<-clock.waiting // then it waits
+	<-ok.arrived                                     // the first report, at once
+	<-clock.waiting                                  // then it waits
 	if err := n.CheckRead([]byte("x")); err != nil { // the node's first look at its map
 		t.Fatal(err)
 	}
