@@ -225,6 +225,15 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 			return res, fmt.Errorf("%w: source fenced at change %d but its log ends at %d", ErrCaptureLost, fence.FenceSeq, before)
 		}
 	}
+	if r := fence.GetRates(); r != nil {
+		// The slot's load goes with it: the target's averages of it start
+		// from the source's. Only load figures: a target that fails this
+		// (or an older one, which ignores it) still takes the slot.
+		_, _ = t.Target.Import(ctx, &slotdv1.ImportRequest{
+			Slot: t.slot(), MoveId: t.MoveID, Rates: r,
+			Batch: &slotdv1.ImportRequest_Changes{Changes: &slotdv1.ChangeImport{}},
+		})
+	}
 	if t.Verify {
 		if err := t.verify(ctx); err != nil {
 			return res, err

@@ -837,7 +837,14 @@ type ImportRequest struct {
 	//
 	//	*ImportRequest_Snapshot
 	//	*ImportRequest_Changes
-	Batch         isImportRequest_Batch `protobuf_oneof:"batch"`
+	Batch isImportRequest_Batch `protobuf_oneof:"batch"`
+	// The source's rates of the slot at its fence (FenceResponse.rates),
+	// sent with the last, possibly empty, ChangeImport: once the slot is the
+	// target's, its averages start from them instead of from zero, so its
+	// load is the same the moment after the move as the moment before. A
+	// target that does not know the field ignores it (an empty ChangeImport
+	// changes nothing).
+	Rates         *SlotRates `protobuf:"bytes,5,opt,name=rates,proto3" json:"rates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -907,6 +914,13 @@ func (x *ImportRequest) GetChanges() *ChangeImport {
 		if x, ok := x.Batch.(*ImportRequest_Changes); ok {
 			return x.Changes
 		}
+	}
+	return nil
+}
+
+func (x *ImportRequest) GetRates() *SlotRates {
+	if x != nil {
+		return x.Rates
 	}
 	return nil
 }
@@ -1191,7 +1205,11 @@ func (x *FenceRequest) GetVersion() uint64 {
 type FenceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The last change seq captured before the fence. Drain Changes up to it.
-	FenceSeq      uint64 `protobuf:"varint,1,opt,name=fence_seq,json=fenceSeq,proto3" json:"fence_seq,omitempty"`
+	FenceSeq uint64 `protobuf:"varint,1,opt,name=fence_seq,json=fenceSeq,proto3" json:"fence_seq,omitempty"`
+	// The slot's request rates on the source at the fence; the mover hands
+	// them to the target (ImportRequest.rates), whose averages of the slot go
+	// on from them. Unset from a source that does not measure load.
+	Rates         *SlotRates `protobuf:"bytes,2,opt,name=rates,proto3" json:"rates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1233,6 +1251,83 @@ func (x *FenceResponse) GetFenceSeq() uint64 {
 	return 0
 }
 
+func (x *FenceResponse) GetRates() *SlotRates {
+	if x != nil {
+		return x.Rates
+	}
+	return nil
+}
+
+// SlotRates is one slot's requests per second on a node: decaying averages
+// over about one and about ten minutes.
+type SlotRates struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reads_1M      float64                `protobuf:"fixed64,1,opt,name=reads_1m,json=reads1m,proto3" json:"reads_1m,omitempty"`
+	Writes_1M     float64                `protobuf:"fixed64,2,opt,name=writes_1m,json=writes1m,proto3" json:"writes_1m,omitempty"`
+	Reads_10M     float64                `protobuf:"fixed64,3,opt,name=reads_10m,json=reads10m,proto3" json:"reads_10m,omitempty"`
+	Writes_10M    float64                `protobuf:"fixed64,4,opt,name=writes_10m,json=writes10m,proto3" json:"writes_10m,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotRates) Reset() {
+	*x = SlotRates{}
+	mi := &file_slotdv1_store_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotRates) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotRates) ProtoMessage() {}
+
+func (x *SlotRates) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_store_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotRates.ProtoReflect.Descriptor instead.
+func (*SlotRates) Descriptor() ([]byte, []int) {
+	return file_slotdv1_store_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SlotRates) GetReads_1M() float64 {
+	if x != nil {
+		return x.Reads_1M
+	}
+	return 0
+}
+
+func (x *SlotRates) GetWrites_1M() float64 {
+	if x != nil {
+		return x.Writes_1M
+	}
+	return 0
+}
+
+func (x *SlotRates) GetReads_10M() float64 {
+	if x != nil {
+		return x.Reads_10M
+	}
+	return 0
+}
+
+func (x *SlotRates) GetWrites_10M() float64 {
+	if x != nil {
+		return x.Writes_10M
+	}
+	return 0
+}
+
 type UnfenceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Slot          uint32                 `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
@@ -1243,7 +1338,7 @@ type UnfenceRequest struct {
 
 func (x *UnfenceRequest) Reset() {
 	*x = UnfenceRequest{}
-	mi := &file_slotdv1_store_proto_msgTypes[18]
+	mi := &file_slotdv1_store_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1350,7 @@ func (x *UnfenceRequest) String() string {
 func (*UnfenceRequest) ProtoMessage() {}
 
 func (x *UnfenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_store_proto_msgTypes[18]
+	mi := &file_slotdv1_store_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1363,7 @@ func (x *UnfenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfenceRequest.ProtoReflect.Descriptor instead.
 func (*UnfenceRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_store_proto_rawDescGZIP(), []int{18}
+	return file_slotdv1_store_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UnfenceRequest) GetSlot() uint32 {
@@ -1293,7 +1388,7 @@ type UnfenceResponse struct {
 
 func (x *UnfenceResponse) Reset() {
 	*x = UnfenceResponse{}
-	mi := &file_slotdv1_store_proto_msgTypes[19]
+	mi := &file_slotdv1_store_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1400,7 @@ func (x *UnfenceResponse) String() string {
 func (*UnfenceResponse) ProtoMessage() {}
 
 func (x *UnfenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_store_proto_msgTypes[19]
+	mi := &file_slotdv1_store_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1413,7 @@ func (x *UnfenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfenceResponse.ProtoReflect.Descriptor instead.
 func (*UnfenceResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_store_proto_rawDescGZIP(), []int{19}
+	return file_slotdv1_store_proto_rawDescGZIP(), []int{20}
 }
 
 type SlotStatsRequest struct {
@@ -1331,7 +1426,7 @@ type SlotStatsRequest struct {
 
 func (x *SlotStatsRequest) Reset() {
 	*x = SlotStatsRequest{}
-	mi := &file_slotdv1_store_proto_msgTypes[20]
+	mi := &file_slotdv1_store_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1438,7 @@ func (x *SlotStatsRequest) String() string {
 func (*SlotStatsRequest) ProtoMessage() {}
 
 func (x *SlotStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_store_proto_msgTypes[20]
+	mi := &file_slotdv1_store_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1451,7 @@ func (x *SlotStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotStatsRequest.ProtoReflect.Descriptor instead.
 func (*SlotStatsRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_store_proto_rawDescGZIP(), []int{20}
+	return file_slotdv1_store_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SlotStatsRequest) GetSlots() []uint32 {
@@ -1383,7 +1478,7 @@ type SlotStat struct {
 
 func (x *SlotStat) Reset() {
 	*x = SlotStat{}
-	mi := &file_slotdv1_store_proto_msgTypes[21]
+	mi := &file_slotdv1_store_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1490,7 @@ func (x *SlotStat) String() string {
 func (*SlotStat) ProtoMessage() {}
 
 func (x *SlotStat) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_store_proto_msgTypes[21]
+	mi := &file_slotdv1_store_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1503,7 @@ func (x *SlotStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotStat.ProtoReflect.Descriptor instead.
 func (*SlotStat) Descriptor() ([]byte, []int) {
-	return file_slotdv1_store_proto_rawDescGZIP(), []int{21}
+	return file_slotdv1_store_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SlotStat) GetSlot() uint32 {
@@ -1472,7 +1567,7 @@ type SlotStatsResponse struct {
 
 func (x *SlotStatsResponse) Reset() {
 	*x = SlotStatsResponse{}
-	mi := &file_slotdv1_store_proto_msgTypes[22]
+	mi := &file_slotdv1_store_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1579,7 @@ func (x *SlotStatsResponse) String() string {
 func (*SlotStatsResponse) ProtoMessage() {}
 
 func (x *SlotStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_store_proto_msgTypes[22]
+	mi := &file_slotdv1_store_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1592,7 @@ func (x *SlotStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotStatsResponse.ProtoReflect.Descriptor instead.
 func (*SlotStatsResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_store_proto_rawDescGZIP(), []int{22}
+	return file_slotdv1_store_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SlotStatsResponse) GetNodeId() string {
@@ -1538,7 +1633,7 @@ type DropSlotRequest struct {
 
 func (x *DropSlotRequest) Reset() {
 	*x = DropSlotRequest{}
-	mi := &file_slotdv1_store_proto_msgTypes[23]
+	mi := &file_slotdv1_store_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1645,7 @@ func (x *DropSlotRequest) String() string {
 func (*DropSlotRequest) ProtoMessage() {}
 
 func (x *DropSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_store_proto_msgTypes[23]
+	mi := &file_slotdv1_store_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1658,7 @@ func (x *DropSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropSlotRequest.ProtoReflect.Descriptor instead.
 func (*DropSlotRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_store_proto_rawDescGZIP(), []int{23}
+	return file_slotdv1_store_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DropSlotRequest) GetSlot() uint32 {
@@ -1604,7 +1699,7 @@ type DropSlotResponse struct {
 
 func (x *DropSlotResponse) Reset() {
 	*x = DropSlotResponse{}
-	mi := &file_slotdv1_store_proto_msgTypes[24]
+	mi := &file_slotdv1_store_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1711,7 @@ func (x *DropSlotResponse) String() string {
 func (*DropSlotResponse) ProtoMessage() {}
 
 func (x *DropSlotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_store_proto_msgTypes[24]
+	mi := &file_slotdv1_store_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1724,7 @@ func (x *DropSlotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropSlotResponse.ProtoReflect.Descriptor instead.
 func (*DropSlotResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_store_proto_rawDescGZIP(), []int{24}
+	return file_slotdv1_store_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DropSlotResponse) GetStarted() bool {
@@ -1648,7 +1743,7 @@ type ChecksumRequest struct {
 
 func (x *ChecksumRequest) Reset() {
 	*x = ChecksumRequest{}
-	mi := &file_slotdv1_store_proto_msgTypes[25]
+	mi := &file_slotdv1_store_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1755,7 @@ func (x *ChecksumRequest) String() string {
 func (*ChecksumRequest) ProtoMessage() {}
 
 func (x *ChecksumRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_store_proto_msgTypes[25]
+	mi := &file_slotdv1_store_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1768,7 @@ func (x *ChecksumRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChecksumRequest.ProtoReflect.Descriptor instead.
 func (*ChecksumRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_store_proto_rawDescGZIP(), []int{25}
+	return file_slotdv1_store_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ChecksumRequest) GetSlot() uint32 {
@@ -1700,7 +1795,7 @@ type ChecksumResponse struct {
 
 func (x *ChecksumResponse) Reset() {
 	*x = ChecksumResponse{}
-	mi := &file_slotdv1_store_proto_msgTypes[26]
+	mi := &file_slotdv1_store_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1807,7 @@ func (x *ChecksumResponse) String() string {
 func (*ChecksumResponse) ProtoMessage() {}
 
 func (x *ChecksumResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_store_proto_msgTypes[26]
+	mi := &file_slotdv1_store_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1820,7 @@ func (x *ChecksumResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChecksumResponse.ProtoReflect.Descriptor instead.
 func (*ChecksumResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_store_proto_rawDescGZIP(), []int{26}
+	return file_slotdv1_store_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ChecksumResponse) GetSlot() uint32 {
@@ -1815,12 +1910,13 @@ const file_slotdv1_store_proto_rawDesc = "" +
 	"\x04done\x18\x05 \x01(\bR\x04done\x12%\n" +
 	"\x0eafter_previous\x18\x06 \x01(\bR\rafterPrevious\":\n" +
 	"\fChangeImport\x12*\n" +
-	"\achanges\x18\x01 \x03(\v2\x10.slotd.v1.ChangeR\achanges\"\xb1\x01\n" +
+	"\achanges\x18\x01 \x03(\v2\x10.slotd.v1.ChangeR\achanges\"\xdc\x01\n" +
 	"\rImportRequest\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x17\n" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\x126\n" +
 	"\bsnapshot\x18\x03 \x01(\v2\x18.slotd.v1.SnapshotImportH\x00R\bsnapshot\x122\n" +
-	"\achanges\x18\x04 \x01(\v2\x16.slotd.v1.ChangeImportH\x00R\achangesB\a\n" +
+	"\achanges\x18\x04 \x01(\v2\x16.slotd.v1.ChangeImportH\x00R\achanges\x12)\n" +
+	"\x05rates\x18\x05 \x01(\v2\x13.slotd.v1.SlotRatesR\x05ratesB\a\n" +
 	"\x05batch\"\xaa\x01\n" +
 	"\x0eImportResponse\x12$\n" +
 	"\x0elast_batch_seq\x18\x01 \x01(\x04R\flastBatchSeq\x12&\n" +
@@ -1839,9 +1935,16 @@ const file_slotdv1_store_proto_rawDesc = "" +
 	"\fFenceRequest\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x17\n" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x04R\aversion\",\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\"W\n" +
 	"\rFenceResponse\x12\x1b\n" +
-	"\tfence_seq\x18\x01 \x01(\x04R\bfenceSeq\"=\n" +
+	"\tfence_seq\x18\x01 \x01(\x04R\bfenceSeq\x12)\n" +
+	"\x05rates\x18\x02 \x01(\v2\x13.slotd.v1.SlotRatesR\x05rates\"\x7f\n" +
+	"\tSlotRates\x12\x19\n" +
+	"\breads_1m\x18\x01 \x01(\x01R\areads1m\x12\x1b\n" +
+	"\twrites_1m\x18\x02 \x01(\x01R\bwrites1m\x12\x1b\n" +
+	"\treads_10m\x18\x03 \x01(\x01R\breads10m\x12\x1d\n" +
+	"\n" +
+	"writes_10m\x18\x04 \x01(\x01R\twrites10m\"=\n" +
 	"\x0eUnfenceRequest\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x17\n" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\"\x11\n" +
@@ -1906,7 +2009,7 @@ func file_slotdv1_store_proto_rawDescGZIP() []byte {
 }
 
 var file_slotdv1_store_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_slotdv1_store_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_slotdv1_store_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_slotdv1_store_proto_goTypes = []any{
 	(ChangeOp)(0),                 // 0: slotd.v1.ChangeOp
 	(*Entry)(nil),                 // 1: slotd.v1.Entry
@@ -1927,15 +2030,16 @@ var file_slotdv1_store_proto_goTypes = []any{
 	(*ImportStatusResponse)(nil),  // 16: slotd.v1.ImportStatusResponse
 	(*FenceRequest)(nil),          // 17: slotd.v1.FenceRequest
 	(*FenceResponse)(nil),         // 18: slotd.v1.FenceResponse
-	(*UnfenceRequest)(nil),        // 19: slotd.v1.UnfenceRequest
-	(*UnfenceResponse)(nil),       // 20: slotd.v1.UnfenceResponse
-	(*SlotStatsRequest)(nil),      // 21: slotd.v1.SlotStatsRequest
-	(*SlotStat)(nil),              // 22: slotd.v1.SlotStat
-	(*SlotStatsResponse)(nil),     // 23: slotd.v1.SlotStatsResponse
-	(*DropSlotRequest)(nil),       // 24: slotd.v1.DropSlotRequest
-	(*DropSlotResponse)(nil),      // 25: slotd.v1.DropSlotResponse
-	(*ChecksumRequest)(nil),       // 26: slotd.v1.ChecksumRequest
-	(*ChecksumResponse)(nil),      // 27: slotd.v1.ChecksumResponse
+	(*SlotRates)(nil),             // 19: slotd.v1.SlotRates
+	(*UnfenceRequest)(nil),        // 20: slotd.v1.UnfenceRequest
+	(*UnfenceResponse)(nil),       // 21: slotd.v1.UnfenceResponse
+	(*SlotStatsRequest)(nil),      // 22: slotd.v1.SlotStatsRequest
+	(*SlotStat)(nil),              // 23: slotd.v1.SlotStat
+	(*SlotStatsResponse)(nil),     // 24: slotd.v1.SlotStatsResponse
+	(*DropSlotRequest)(nil),       // 25: slotd.v1.DropSlotRequest
+	(*DropSlotResponse)(nil),      // 26: slotd.v1.DropSlotResponse
+	(*ChecksumRequest)(nil),       // 27: slotd.v1.ChecksumRequest
+	(*ChecksumResponse)(nil),      // 28: slotd.v1.ChecksumResponse
 }
 var file_slotdv1_store_proto_depIdxs = []int32{
 	0,  // 0: slotd.v1.Change.op:type_name -> slotd.v1.ChangeOp
@@ -1945,34 +2049,36 @@ var file_slotdv1_store_proto_depIdxs = []int32{
 	2,  // 4: slotd.v1.ChangeImport.changes:type_name -> slotd.v1.Change
 	11, // 5: slotd.v1.ImportRequest.snapshot:type_name -> slotd.v1.SnapshotImport
 	12, // 6: slotd.v1.ImportRequest.changes:type_name -> slotd.v1.ChangeImport
-	22, // 7: slotd.v1.SlotStatsResponse.slots:type_name -> slotd.v1.SlotStat
-	3,  // 8: slotd.v1.Store.Export:input_type -> slotd.v1.ExportRequest
-	5,  // 9: slotd.v1.Store.SetExportRate:input_type -> slotd.v1.SetExportRateRequest
-	7,  // 10: slotd.v1.Store.Changes:input_type -> slotd.v1.ChangesRequest
-	9,  // 11: slotd.v1.Store.EndCapture:input_type -> slotd.v1.EndCaptureRequest
-	13, // 12: slotd.v1.Store.Import:input_type -> slotd.v1.ImportRequest
-	15, // 13: slotd.v1.Store.ImportStatus:input_type -> slotd.v1.ImportStatusRequest
-	17, // 14: slotd.v1.Store.Fence:input_type -> slotd.v1.FenceRequest
-	19, // 15: slotd.v1.Store.Unfence:input_type -> slotd.v1.UnfenceRequest
-	21, // 16: slotd.v1.Store.SlotStats:input_type -> slotd.v1.SlotStatsRequest
-	24, // 17: slotd.v1.Store.DropSlot:input_type -> slotd.v1.DropSlotRequest
-	26, // 18: slotd.v1.Store.Checksum:input_type -> slotd.v1.ChecksumRequest
-	4,  // 19: slotd.v1.Store.Export:output_type -> slotd.v1.ExportBatch
-	6,  // 20: slotd.v1.Store.SetExportRate:output_type -> slotd.v1.SetExportRateResponse
-	8,  // 21: slotd.v1.Store.Changes:output_type -> slotd.v1.ChangeBatch
-	10, // 22: slotd.v1.Store.EndCapture:output_type -> slotd.v1.EndCaptureResponse
-	14, // 23: slotd.v1.Store.Import:output_type -> slotd.v1.ImportResponse
-	16, // 24: slotd.v1.Store.ImportStatus:output_type -> slotd.v1.ImportStatusResponse
-	18, // 25: slotd.v1.Store.Fence:output_type -> slotd.v1.FenceResponse
-	20, // 26: slotd.v1.Store.Unfence:output_type -> slotd.v1.UnfenceResponse
-	23, // 27: slotd.v1.Store.SlotStats:output_type -> slotd.v1.SlotStatsResponse
-	25, // 28: slotd.v1.Store.DropSlot:output_type -> slotd.v1.DropSlotResponse
-	27, // 29: slotd.v1.Store.Checksum:output_type -> slotd.v1.ChecksumResponse
-	19, // [19:30] is the sub-list for method output_type
-	8,  // [8:19] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	19, // 7: slotd.v1.ImportRequest.rates:type_name -> slotd.v1.SlotRates
+	19, // 8: slotd.v1.FenceResponse.rates:type_name -> slotd.v1.SlotRates
+	23, // 9: slotd.v1.SlotStatsResponse.slots:type_name -> slotd.v1.SlotStat
+	3,  // 10: slotd.v1.Store.Export:input_type -> slotd.v1.ExportRequest
+	5,  // 11: slotd.v1.Store.SetExportRate:input_type -> slotd.v1.SetExportRateRequest
+	7,  // 12: slotd.v1.Store.Changes:input_type -> slotd.v1.ChangesRequest
+	9,  // 13: slotd.v1.Store.EndCapture:input_type -> slotd.v1.EndCaptureRequest
+	13, // 14: slotd.v1.Store.Import:input_type -> slotd.v1.ImportRequest
+	15, // 15: slotd.v1.Store.ImportStatus:input_type -> slotd.v1.ImportStatusRequest
+	17, // 16: slotd.v1.Store.Fence:input_type -> slotd.v1.FenceRequest
+	20, // 17: slotd.v1.Store.Unfence:input_type -> slotd.v1.UnfenceRequest
+	22, // 18: slotd.v1.Store.SlotStats:input_type -> slotd.v1.SlotStatsRequest
+	25, // 19: slotd.v1.Store.DropSlot:input_type -> slotd.v1.DropSlotRequest
+	27, // 20: slotd.v1.Store.Checksum:input_type -> slotd.v1.ChecksumRequest
+	4,  // 21: slotd.v1.Store.Export:output_type -> slotd.v1.ExportBatch
+	6,  // 22: slotd.v1.Store.SetExportRate:output_type -> slotd.v1.SetExportRateResponse
+	8,  // 23: slotd.v1.Store.Changes:output_type -> slotd.v1.ChangeBatch
+	10, // 24: slotd.v1.Store.EndCapture:output_type -> slotd.v1.EndCaptureResponse
+	14, // 25: slotd.v1.Store.Import:output_type -> slotd.v1.ImportResponse
+	16, // 26: slotd.v1.Store.ImportStatus:output_type -> slotd.v1.ImportStatusResponse
+	18, // 27: slotd.v1.Store.Fence:output_type -> slotd.v1.FenceResponse
+	21, // 28: slotd.v1.Store.Unfence:output_type -> slotd.v1.UnfenceResponse
+	24, // 29: slotd.v1.Store.SlotStats:output_type -> slotd.v1.SlotStatsResponse
+	26, // 30: slotd.v1.Store.DropSlot:output_type -> slotd.v1.DropSlotResponse
+	28, // 31: slotd.v1.Store.Checksum:output_type -> slotd.v1.ChecksumResponse
+	21, // [21:32] is the sub-list for method output_type
+	10, // [10:21] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_slotdv1_store_proto_init() }
@@ -1990,7 +2096,7 @@ func file_slotdv1_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_slotdv1_store_proto_rawDesc), len(file_slotdv1_store_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -84,6 +84,10 @@ type loadTracker struct {
 	// rates the averages hold (0 until the first fold after the gain).
 	gained   [slots.Count]time.Time
 	measured [slots.Count]float32
+	// seeded says a gained slot's averages started from its source's
+	// (SlotRates handed over with the move): they go on as exponential
+	// averages, and the reports give no measured age for them.
+	seeded [slots.Count]bool
 	// gains counts the gains recorded (gain calls that gained a slot), and
 	// lastGain is the last one's time: a Reporter reports early once a
 	// fold has measured them (GainsMeasured).
@@ -166,6 +170,10 @@ func (n *Node) foldLoad(now time.Time) {
 			}
 			sdt = min(dt, sage)
 			a1, a10 = weightOfNew(sdt, sage, ShortWindow.Seconds()), weightOfNew(sdt, sage, LongWindow.Seconds())
+			if t.seeded[i] {
+				// The source's averages go on, as if the slot had not moved.
+				a1, a10 = 1-decayFactor(sdt, ShortWindow.Seconds()), 1-decayFactor(sdt, LongWindow.Seconds())
+			}
 			t.measured[i] = float32(sage)
 		}
 		dr, dw := float64(r-t.lastReads[i])/sdt, float64(w-t.lastWrites[i])/sdt
@@ -202,12 +210,13 @@ const youngFor = time.Second
 // Call with mu and sizeMu held.
 func (t *loadTracker) young(i int) bool {
 	g := t.gained[i]
-	return !g.IsZero() && (float64(t.measured[i]) < youngFor.Seconds() || (!t.sizedAt.After(g) && !t.sized[i]))
+	unsized := t.sizedAt.Before(g) && !t.sized[i]
+	return !g.IsZero() && ((!t.seeded[i] && float64(t.measured[i]) < youngFor.Seconds()) || unsized)
 }
 
 // gain records that the node gained slots ss at now (checkGained): their
 // averages start again from then.
-func (t *loadTracker) gain(ss []slots.Slot, now time.Time) {
+func (t *loadTracker) gain(ss []slots.Slot, now time.Time, seeds map[slots.Slot]SlotRates) {
 	t.mu.Lock()
 	if t.lastFold.IsZero() {
 		t.mu.Unlock()
@@ -217,6 +226,11 @@ func (t *loadTracker) gain(ss []slots.Slot, now time.Time) {
 		i := s.Int()
 		t.gained[i], t.measured[i] = now, 0
 		t.r1[i], t.w1[i], t.r10[i], t.w10[i] = 0, 0, 0, 0
+		r, ok := seeds[s]
+		t.seeded[i] = ok
+		if ok {
+			t.r1[i], t.w1[i], t.r10[i], t.w10[i] = float32(r.Reads1m), float32(r.Writes1m), float32(r.Reads10m), float32(r.Writes10m)
+		}
 	}
 	if len(ss) > 0 {
 		t.gains++
@@ -228,6 +242,43 @@ func (t *loadTracker) gain(ss []slots.Slot, now time.Time) {
 		t.sized[s.Int()] = false
 	}
 	t.sizeMu.Unlock()
+}
+
+// SlotRates is one slot's request rates (per second, the decaying
+// averages of Load) as its source hands them to its target with a move.
+type SlotRates struct {
+	Reads1m, Writes1m, Reads10m, Writes10m float64
+}
+
+// rates returns slot s's averages now.
+func (t *loadTracker) rates(s slots.Slot) SlotRates {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := s.Int()
+	return SlotRates{Reads1m: float64(t.r1[i]), Writes1m: float64(t.w1[i]), Reads10m: float64(t.r10[i]), Writes10m: float64(t.w10[i])}
+}
+
+// seedRates keeps the rates slot s had at the source of move moveID, for
+// the moment the slot becomes this node's (checkGained): a rate that is
+// not a number >= 0 is dropped.
+func (n *Node) seedRates(s slots.Slot, moveID string, r SlotRates) {
+	for _, v := range []float64{r.Reads1m, r.Writes1m, r.Reads10m, r.Writes10m} {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > math.MaxFloat32 {
+			return
+		}
+	}
+	n.impMu.Lock()
+	defer n.impMu.Unlock()
+	if n.seeds == nil {
+		n.seeds = map[slots.Slot]seed{}
+	}
+	n.seeds[s] = seed{moveID: moveID, rates: r}
+}
+
+// seed is a slot's source's rates, kept until the slot is gained.
+type seed struct {
+	moveID string
+	rates  SlotRates
 }
 
 // GainsMeasured returns how many times the node has gained slots while
@@ -281,7 +332,9 @@ func (n *Node) Load(ctx context.Context) (Load, error) {
 		sl := SlotLoad{
 			Slot: s, Keys: t.keys[i], Bytes: t.bytes[i],
 			Reads1m: float64(t.r1[i]), Writes1m: float64(t.w1[i]), Reads10m: float64(t.r10[i]), Writes10m: float64(t.w10[i]),
-			MeasuredSeconds: float64(t.measured[i]),
+		}
+		if !t.seeded[i] {
+			sl.MeasuredSeconds = float64(t.measured[i])
 		}
 		if sl.Keys > 0 || sl.Bytes > 0 || sl.Reads10m > 0 || sl.Writes10m > 0 || sl.Reads1m > 0 || sl.Writes1m > 0 {
 			out.Slots = append(out.Slots, sl)
@@ -366,7 +419,7 @@ func (n *Node) sizeGained(ctx context.Context, owned *slots.Set) error {
 	var todo []slots.Slot
 	t.mu.Lock()
 	for s := range owned.All() {
-		if g := t.gained[s.Int()]; !g.IsZero() && !t.sizedAt.After(g) && !t.sized[s.Int()] {
+		if g := t.gained[s.Int()]; !g.IsZero() && t.sizedAt.Before(g) && !t.sized[s.Int()] {
 			todo = append(todo, s)
 		}
 	}

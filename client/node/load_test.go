@@ -535,3 +535,62 @@ func TestLoadGainedSlotReadsItsRate(t *testing.T) {
 		t.Fatalf("gained slot after 30 s at ~10/s: reads %.2f (1m) %.2f (10m), want about 10", sl.Reads1m, sl.Reads10m)
 	}
 }
+
+// TestLoadGainedSlotContinuesSourceRates: a slot that arrives with its
+// source's rates (handed over at the fence) goes on from them as if it had
+// not moved: an exponential average from the source's values, listed at
+// once (no measured age), not a mean since the gain.
+func TestLoadGainedSlotContinuesSourceRates(t *testing.T) {
+	clock := &simClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	k := []byte("{seeded}")
+	s := slots.ForKey(k)
+	m.Set("b", "127.0.0.1:2", s)
+	n, err := New(Config{ID: "a", Store: newMemStore(), Map: m, StateDir: t.TempDir(), Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := context.Background()
+	n.foldLoad(clock.now)
+	if err := n.CheckRead([]byte("other")); err != nil {
+		t.Fatal(err)
+	}
+	// The move: a snapshot of the slot, then its source's rates at the fence.
+	if _, _, err := n.ImportSnapshot(ctx, s, "m1", SnapshotBatch{BatchSeq: 1, Done: true, Entries: []Entry{{Key: k, Value: []byte("v")}}}); err != nil {
+		t.Fatal(err)
+	}
+	n.seedRates(s, "m1", SlotRates{Reads1m: 100, Reads10m: 100, Writes10m: 20})
+	m.Set("a", "127.0.0.1:1", s) // committed
+	if err := n.CheckRead(k); err != nil {
+		t.Fatal(err)
+	}
+	l, err := n.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *SlotLoad
+	for i := range l.Slots {
+		if l.Slots[i].Slot == s {
+			got = &l.Slots[i]
+		}
+	}
+	if got == nil || got.Reads10m != 100 || got.Writes10m != 20 || got.MeasuredSeconds != 0 || got.Keys != 1 {
+		t.Fatalf("the slot right after it arrived with its source's rates: %+v, want them, listed at once", got)
+	}
+	for range 6 { // 30 s at 10 reads/s
+		for range 50 {
+			if err := n.CheckRead(k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.now = clock.now.Add(5 * time.Second)
+		n.foldLoad(clock.now)
+	}
+	want := 100*math.Exp(-30.0/600) + 10*(1-math.Exp(-30.0/600))
+	i := s.Int()
+	if r10 := float64(n.load.r10[i]); math.Abs(r10-want) > 0.01 {
+		t.Fatalf("reads (10m) 30 s after the move at 10/s: %.3f, want the source's average gone on: %.3f", r10, want)
+	}
+}

@@ -155,6 +155,9 @@ type Node struct {
 
 	impMu   sync.Mutex // guards imports and importWake; each state also under its slotMu
 	imports map[slots.Slot]*ImportState
+	// seeds holds, per slot being imported, its source's rates at the
+	// fence (seedRates), taken when the slot is gained (checkGained).
+	seeds map[slots.Slot]seed
 	// importWake holds, per slot, a channel closed at the slot's next
 	// import state change: a batch sent ahead of its predecessor waits on
 	// it (ImportSnapshot, SnapshotBatch.AfterPrevious).

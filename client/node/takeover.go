@@ -38,6 +38,7 @@ func (n *Node) checkGained(version uint64) {
 	owned := m.SlotsOf(n.cfg.ID)
 	if n.takeOwned != nil {
 		var todo, gained []slots.Slot
+		seeds := map[slots.Slot]SlotRates{}
 		for s := range owned.All() {
 			if n.takeOwned.Contains(s) {
 				continue
@@ -45,13 +46,21 @@ func (n *Node) checkGained(version uint64) {
 			gained = append(gained, s)
 			n.impMu.Lock()
 			imp := n.imports[s]
+			if sd, ok := n.seeds[s]; ok {
+				// The source's rates of this very move: the slot's
+				// averages go on from them.
+				if imp != nil && imp.MoveID == sd.moveID {
+					seeds[s] = sd.rates
+				}
+				delete(n.seeds, s)
+			}
 			n.impMu.Unlock()
 			if imp == nil && !n.Dropping(s) {
 				todo = append(todo, s) // not by an import, not being cleared
 			}
 		}
 		n.clearGained(todo)
-		n.load.gain(gained, n.cfg.Clock.Now())
+		n.load.gain(gained, n.cfg.Clock.Now(), seeds)
 	}
 	n.takeOwned = &owned
 	n.takeVer.Store(m.Version())
