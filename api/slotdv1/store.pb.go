@@ -1261,13 +1261,17 @@ func (x *FenceResponse) GetRates() *SlotRates {
 // SlotRates is one slot's requests per second on a node: decaying averages
 // over about one and about ten minutes.
 type SlotRates struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reads_1M      float64                `protobuf:"fixed64,1,opt,name=reads_1m,json=reads1m,proto3" json:"reads_1m,omitempty"`
-	Writes_1M     float64                `protobuf:"fixed64,2,opt,name=writes_1m,json=writes1m,proto3" json:"writes_1m,omitempty"`
-	Reads_10M     float64                `protobuf:"fixed64,3,opt,name=reads_10m,json=reads10m,proto3" json:"reads_10m,omitempty"`
-	Writes_10M    float64                `protobuf:"fixed64,4,opt,name=writes_10m,json=writes10m,proto3" json:"writes_10m,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Reads_1M   float64                `protobuf:"fixed64,1,opt,name=reads_1m,json=reads1m,proto3" json:"reads_1m,omitempty"`
+	Writes_1M  float64                `protobuf:"fixed64,2,opt,name=writes_1m,json=writes1m,proto3" json:"writes_1m,omitempty"`
+	Reads_10M  float64                `protobuf:"fixed64,3,opt,name=reads_10m,json=reads10m,proto3" json:"reads_10m,omitempty"`
+	Writes_10M float64                `protobuf:"fixed64,4,opt,name=writes_10m,json=writes10m,proto3" json:"writes_10m,omitempty"`
+	// Seconds of history the averages cover (below a window they are plain
+	// means over that time): the target goes on with the same weights the
+	// source would have used.
+	MeasuredSeconds float64 `protobuf:"fixed64,5,opt,name=measured_seconds,json=measuredSeconds,proto3" json:"measured_seconds,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SlotRates) Reset() {
@@ -1324,6 +1328,13 @@ func (x *SlotRates) GetReads_10M() float64 {
 func (x *SlotRates) GetWrites_10M() float64 {
 	if x != nil {
 		return x.Writes_10M
+	}
+	return 0
+}
+
+func (x *SlotRates) GetMeasuredSeconds() float64 {
+	if x != nil {
+		return x.MeasuredSeconds
 	}
 	return 0
 }
@@ -1938,13 +1949,14 @@ const file_slotdv1_store_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\"W\n" +
 	"\rFenceResponse\x12\x1b\n" +
 	"\tfence_seq\x18\x01 \x01(\x04R\bfenceSeq\x12)\n" +
-	"\x05rates\x18\x02 \x01(\v2\x13.slotd.v1.SlotRatesR\x05rates\"\x7f\n" +
+	"\x05rates\x18\x02 \x01(\v2\x13.slotd.v1.SlotRatesR\x05rates\"\xaa\x01\n" +
 	"\tSlotRates\x12\x19\n" +
 	"\breads_1m\x18\x01 \x01(\x01R\areads1m\x12\x1b\n" +
 	"\twrites_1m\x18\x02 \x01(\x01R\bwrites1m\x12\x1b\n" +
 	"\treads_10m\x18\x03 \x01(\x01R\breads10m\x12\x1d\n" +
 	"\n" +
-	"writes_10m\x18\x04 \x01(\x01R\twrites10m\"=\n" +
+	"writes_10m\x18\x04 \x01(\x01R\twrites10m\x12)\n" +
+	"\x10measured_seconds\x18\x05 \x01(\x01R\x0fmeasuredSeconds\"=\n" +
 	"\x0eUnfenceRequest\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x17\n" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\"\x11\n" +

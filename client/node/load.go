@@ -88,6 +88,10 @@ type loadTracker struct {
 	// (SlotRates handed over with the move): they go on as exponential
 	// averages, and the reports give no measured age for them.
 	seeded [slots.Count]bool
+	// history is, for a seeded slot, the seconds of history its source's
+	// averages covered at the fence: its averages go on with the weights
+	// of history + the time since the gain, as the source's would have.
+	history [slots.Count]float32
 	// gains counts the gains recorded (gain calls that gained a slot), and
 	// lastGain is the last one's time: a Reporter reports early once a
 	// fold has measured them (GainsMeasured).
@@ -172,7 +176,8 @@ func (n *Node) foldLoad(now time.Time) {
 			a1, a10 = weightOfNew(sdt, sage, ShortWindow.Seconds()), weightOfNew(sdt, sage, LongWindow.Seconds())
 			if t.seeded[i] {
 				// The source's averages go on, as if the slot had not moved.
-				a1, a10 = 1-decayFactor(sdt, ShortWindow.Seconds()), 1-decayFactor(sdt, LongWindow.Seconds())
+				h := float64(t.history[i]) + sage
+				a1, a10 = weightOfNew(sdt, h, ShortWindow.Seconds()), weightOfNew(sdt, h, LongWindow.Seconds())
 			}
 			t.measured[i] = float32(sage)
 		}
@@ -227,9 +232,10 @@ func (t *loadTracker) gain(ss []slots.Slot, now time.Time, seeds map[slots.Slot]
 		t.gained[i], t.measured[i] = now, 0
 		t.r1[i], t.w1[i], t.r10[i], t.w10[i] = 0, 0, 0, 0
 		r, ok := seeds[s]
-		t.seeded[i] = ok
+		t.seeded[i], t.history[i] = ok, 0
 		if ok {
 			t.r1[i], t.w1[i], t.r10[i], t.w10[i] = float32(r.Reads1m), float32(r.Writes1m), float32(r.Reads10m), float32(r.Writes10m)
+			t.history[i] = float32(r.Measured)
 		}
 	}
 	if len(ss) > 0 {
@@ -248,21 +254,35 @@ func (t *loadTracker) gain(ss []slots.Slot, now time.Time, seeds map[slots.Slot]
 // averages of Load) as its source hands them to its target with a move.
 type SlotRates struct {
 	Reads1m, Writes1m, Reads10m, Writes10m float64
+	// Measured is the seconds of history the averages cover (below a
+	// window they are plain means over that time).
+	Measured float64
 }
 
-// rates returns slot s's averages now.
+// rates returns slot s's averages as of the last fold, with the history
+// they cover.
 func (t *loadTracker) rates(s slots.Slot) SlotRates {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	i := s.Int()
-	return SlotRates{Reads1m: float64(t.r1[i]), Writes1m: float64(t.w1[i]), Reads10m: float64(t.r10[i]), Writes10m: float64(t.w10[i])}
+	r := SlotRates{Reads1m: float64(t.r1[i]), Writes1m: float64(t.w1[i]), Reads10m: float64(t.r10[i]), Writes10m: float64(t.w10[i])}
+	switch g := t.gained[i]; {
+	case t.lastFold.IsZero():
+	case g.IsZero():
+		r.Measured = t.lastFold.Sub(t.started).Seconds()
+	case t.seeded[i]:
+		r.Measured = float64(t.history[i]) + max(t.lastFold.Sub(g).Seconds(), 0)
+	default:
+		r.Measured = max(t.lastFold.Sub(g).Seconds(), 0)
+	}
+	return r
 }
 
 // seedRates keeps the rates slot s had at the source of move moveID, for
 // the moment the slot becomes this node's (checkGained): a rate that is
 // not a number >= 0 is dropped.
 func (n *Node) seedRates(s slots.Slot, moveID string, r SlotRates) {
-	for _, v := range []float64{r.Reads1m, r.Writes1m, r.Reads10m, r.Writes10m} {
+	for _, v := range []float64{r.Reads1m, r.Writes1m, r.Reads10m, r.Writes10m, r.Measured} {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > math.MaxFloat32 {
 			return
 		}

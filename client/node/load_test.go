@@ -538,8 +538,9 @@ func TestLoadGainedSlotReadsItsRate(t *testing.T) {
 
 // TestLoadGainedSlotContinuesSourceRates: a slot that arrives with its
 // source's rates (handed over at the fence) goes on from them as if it had
-// not moved: an exponential average from the source's values, listed at
-// once (no measured age), not a mean since the gain.
+// not moved: here an hour of the source's history, so an exponential
+// average from the source's values, listed at once (no measured age), not a
+// mean since the gain.
 func TestLoadGainedSlotContinuesSourceRates(t *testing.T) {
 	clock := &simClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	m := new(StaticMap)
@@ -561,7 +562,7 @@ func TestLoadGainedSlotContinuesSourceRates(t *testing.T) {
 	if _, _, err := n.ImportSnapshot(ctx, s, "m1", SnapshotBatch{BatchSeq: 1, Done: true, Entries: []Entry{{Key: k, Value: []byte("v")}}}); err != nil {
 		t.Fatal(err)
 	}
-	n.seedRates(s, "m1", SlotRates{Reads1m: 100, Reads10m: 100, Writes10m: 20})
+	n.seedRates(s, "m1", SlotRates{Reads1m: 100, Reads10m: 100, Writes10m: 20, Measured: 3600})
 	m.Set("a", "127.0.0.1:1", s) // committed
 	if err := n.CheckRead(k); err != nil {
 		t.Fatal(err)
@@ -592,5 +593,46 @@ func TestLoadGainedSlotContinuesSourceRates(t *testing.T) {
 	i := s.Int()
 	if r10 := float64(n.load.r10[i]); math.Abs(r10-want) > 0.01 {
 		t.Fatalf("reads (10m) 30 s after the move at 10/s: %.3f, want the source's average gone on: %.3f", r10, want)
+	}
+}
+
+// TestLoadSeededYoungHistory: a slot whose source had measured it only 30 s
+// (a young source: plain means) goes on as the source would have: a plain
+// mean over the 30 s before and the 30 s after the move.
+func TestLoadSeededYoungHistory(t *testing.T) {
+	clock := &simClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	k := []byte("{young}")
+	s := slots.ForKey(k)
+	m.Set("b", "127.0.0.1:2", s)
+	n, err := New(Config{ID: "a", Store: newMemStore(), Map: m, StateDir: t.TempDir(), Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	n.foldLoad(clock.now)
+	if err := n.CheckRead([]byte("other")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.ImportSnapshot(context.Background(), s, "m1", SnapshotBatch{BatchSeq: 1, Done: true}); err != nil {
+		t.Fatal(err)
+	}
+	n.seedRates(s, "m1", SlotRates{Reads10m: 100, Measured: 30})
+	m.Set("a", "127.0.0.1:1", s)
+	if err := n.CheckRead(k); err != nil {
+		t.Fatal(err)
+	}
+	for range 6 { // 30 s at 10 reads/s
+		for range 50 {
+			if err := n.CheckRead(k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.now = clock.now.Add(5 * time.Second)
+		n.foldLoad(clock.now)
+	}
+	if r10 := float64(n.load.r10[s.Int()]); math.Abs(r10-55) > 0.5 {
+		t.Fatalf("reads (10m): %.2f, want the mean over 60 s: (30 x 100 + 30 x 10) / 60 = 55", r10)
 	}
 }

@@ -177,7 +177,7 @@ func (x *storeServer) Import(ctx context.Context, req *slotdv1.ImportRequest) (*
 		}
 		st, dup, err = x.n.ImportChanges(ctx, s, req.GetMoveId(), changes)
 		if r := req.GetRates(); err == nil && r != nil {
-			x.n.seedRates(s, req.GetMoveId(), SlotRates{Reads1m: r.GetReads_1M(), Writes1m: r.GetWrites_1M(), Reads10m: r.GetReads_10M(), Writes10m: r.GetWrites_10M()})
+			x.n.seedRates(s, req.GetMoveId(), SlotRates{Reads1m: r.GetReads_1M(), Writes1m: r.GetWrites_1M(), Reads10m: r.GetReads_10M(), Writes10m: r.GetWrites_10M(), Measured: r.GetMeasuredSeconds()})
 		}
 	default:
 		return nil, StatusError(fmt.Errorf("%w: import carries no batch", errBadRequest))
@@ -215,7 +215,7 @@ func (x *storeServer) Fence(ctx context.Context, req *slotdv1.FenceRequest) (*sl
 	}
 	r := x.n.load.rates(s)
 	return &slotdv1.FenceResponse{FenceSeq: seq, Rates: &slotdv1.SlotRates{
-		Reads_1M: r.Reads1m, Writes_1M: r.Writes1m, Reads_10M: r.Reads10m, Writes_10M: r.Writes10m,
+		Reads_1M: r.Reads1m, Writes_1M: r.Writes1m, Reads_10M: r.Reads10m, Writes_10M: r.Writes10m, MeasuredSeconds: r.Measured,
 	}}, nil
 }
 
