@@ -259,22 +259,40 @@ type SlotRates struct {
 	Measured float64
 }
 
-// rates returns slot s's averages as of the last fold, with the history
-// they cover.
-func (t *loadTracker) rates(s slots.Slot) SlotRates {
+// slotRates returns slot s's averages now, with the history they cover:
+// those of the last fold, with the requests counted since folded in as a
+// fold at now would (a move's fence must hand over the writes of its last
+// seconds too: the bulk of a load may not be folded yet).
+func (n *Node) slotRates(s slots.Slot, now time.Time) SlotRates {
+	t := &n.load
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	i := s.Int()
 	r := SlotRates{Reads1m: float64(t.r1[i]), Writes1m: float64(t.w1[i]), Reads10m: float64(t.r10[i]), Writes10m: float64(t.w10[i])}
-	switch g := t.gained[i]; {
-	case t.lastFold.IsZero():
-	case g.IsZero():
-		r.Measured = t.lastFold.Sub(t.started).Seconds()
-	case t.seeded[i]:
-		r.Measured = float64(t.history[i]) + max(t.lastFold.Sub(g).Seconds(), 0)
-	default:
-		r.Measured = max(t.lastFold.Sub(g).Seconds(), 0)
+	if t.lastFold.IsZero() {
+		return r
 	}
+	// The history the averages cover at now, as foldLoad counts it.
+	h := now.Sub(t.started).Seconds()
+	since := now.Sub(t.lastFold).Seconds()
+	if g := t.gained[i]; !g.IsZero() {
+		h = now.Sub(g).Seconds()
+		if t.seeded[i] {
+			h += float64(t.history[i])
+		}
+		since = min(since, now.Sub(g).Seconds())
+	}
+	r.Measured = max(h, 0)
+	if since <= 0 || h <= 0 {
+		return r
+	}
+	dr := float64(n.reads[i].Load()-t.lastReads[i]) / since
+	dw := float64(n.writes[i].Load()-t.lastWrites[i]) / since
+	a1, a10 := weightOfNew(since, h, ShortWindow.Seconds()), weightOfNew(since, h, LongWindow.Seconds())
+	r.Reads1m += a1 * (dr - r.Reads1m)
+	r.Writes1m += a1 * (dw - r.Writes1m)
+	r.Reads10m += a10 * (dr - r.Reads10m)
+	r.Writes10m += a10 * (dw - r.Writes10m)
 	return r
 }
 

@@ -636,3 +636,28 @@ func TestLoadSeededYoungHistory(t *testing.T) {
 		t.Fatalf("reads (10m): %.2f, want the mean over 60 s: (30 x 100 + 30 x 10) / 60 = 55", r10)
 	}
 }
+
+// TestSlotRatesFoldsPending: the rates a fence hands over include the
+// requests counted since the last fold, as a fold at that moment would.
+func TestSlotRatesFoldsPending(t *testing.T) {
+	clock := &simClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	n, err := New(Config{ID: "a", Store: newMemStore(), Map: m, StateDir: t.TempDir(), Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	k := []byte("k")
+	n.foldLoad(clock.now)
+	for range 20 {
+		if err := n.CheckRead(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.now = clock.now.Add(2 * time.Second)
+	r := n.slotRates(slots.ForKey(k), clock.now)
+	if r.Reads10m != 10 || r.Reads1m != 10 || r.Measured != 2 {
+		t.Fatalf("rates 2 s after the start with 20 reads, none folded: %+v, want 10/s over 2 s", r)
+	}
+}

@@ -213,7 +213,7 @@ func (x *storeServer) Fence(ctx context.Context, req *slotdv1.FenceRequest) (*sl
 	if err != nil {
 		return nil, StatusError(err)
 	}
-	r := x.n.load.rates(s)
+	r := x.n.slotRates(s, x.n.cfg.Clock.Now())
 	return &slotdv1.FenceResponse{FenceSeq: seq, Rates: &slotdv1.SlotRates{
 		Reads_1M: r.Reads1m, Writes_1M: r.Writes1m, Reads_10M: r.Reads10m, Writes_10M: r.Writes10m, MeasuredSeconds: r.Measured,
 	}}, nil
