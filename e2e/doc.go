@@ -29,11 +29,11 @@
 // the draining node together mid-drain; (c) SIGSTOP a fenced source past
 // down-after; (d) SIGKILL the mover leader right after commits. Scenario 9
 // ends with every node reporting 0 orphan bytes. 12 (partition_test.go,
-// issue 37): TCP proxies (harness.Proxy) on both paths between a node and
+// store leases, docs/leases.md): TCP proxies (harness.Proxy) on both paths between a node and
 // slotd are cut while an application still reaches the node directly; it
 // is declared failed and must acknowledge none of that application's
 // writes from then on, and rejoins empty once healed. 13 (firstminute_test.go,
-// issue 36): 60,000 keys of skewed data loaded, a fourth node started and
+// plans made on what the stores hold now): 60,000 keys of skewed data loaded, a fourth node started and
 // a plan made at once, before the load reports caught up: (a) `slotctl
 // rebalance`, (b) the automatic balancer balancing bytes, (c) the same in
 // its default mode (bytes and ops); every node ends within 10% of the mean

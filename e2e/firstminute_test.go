@@ -22,7 +22,7 @@ import (
 	"github.com/slotd/slotd/slots"
 )
 
-// Scenario 13 (issue 36): the first minute. Three nodes, skewed data just
+// Scenario 13: the first minute. Three nodes, skewed data just
 // loaded, a fourth node started and a plan made at once: the stores' load
 // reports (every 10 s, slotkv's default, kept) cannot have caught up with
 // the data, so the plan must measure what the stores hold, and the load
@@ -337,7 +337,7 @@ func firstMinuteChecks(c *cluster, p *slotdv1.Plan, hotTag string) {
 	}
 }
 
-// TestFirstMinuteRebalance (scenario 13 a, issue 36): three nodes, 60,000
+// TestFirstMinuteRebalance (scenario 13 a): three nodes, 60,000
 // keys of skewed data (firstMinuteLoads) loaded, a fourth node started and
 // `slotctl rebalance --yes` run at once: nothing is waited for but the new
 // node's registration. The plan asks the stores for their slot stats, so it
@@ -388,7 +388,7 @@ func TestFirstMinuteRebalance(t *testing.T) {
 	s.finish()
 }
 
-// TestFirstMinuteAutoBalance (scenario 13 b, issue 36): as 13 a, with
+// TestFirstMinuteAutoBalance (scenario 13 b): as 13 a, with
 // `slotctl auto on` instead of the rebalance, right after the fourth node
 // registered; see firstMinuteAuto. The policy balances bytes, as scenario
 // 10's does.
@@ -397,7 +397,7 @@ func TestFirstMinuteAutoBalance(t *testing.T) {
 	firstMinuteAuto(t, "13 (b) first minute: auto balancer", "fm13b", "bytes")
 }
 
-// TestFirstMinuteAutoBalanceDefault (scenario 13 c, issue 36): 13 b with
+// TestFirstMinuteAutoBalanceDefault (scenario 13 c): 13 b with
 // the policy's default mode, auto (bytes and ops), as `slotctl auto on`
 // runs it unless told otherwise. The bulk load's writes are ops too: after
 // the fill, the old nodes' ~10-minute averages still carry them while the
@@ -414,11 +414,11 @@ func TestFirstMinuteAutoBalance(t *testing.T) {
 // 8% of the slots, so n4 gets little of the workload's traffic, and about
 // 15 s after the fill the balancer plans again on the real ops imbalance
 // ("n4 ops ratio 0.47 < 0.90", about 900 moves). Closing it needs the fill
-// plan to measure ops when it is made (issue 36 stays open for it).
+// plan to measure ops when it is made.
 func TestFirstMinuteAutoBalanceDefault(t *testing.T) {
 	full(t)
 	if os.Getenv("E2E_KNOWN_GAPS") == "" {
-		t.Skip("known gap (issue 36): the fill plan balances bytes blind to ops, and the balancer then plans on the ops imbalance; E2E_KNOWN_GAPS=1 runs it")
+		t.Skip("known gap: the fill plan balances bytes blind to ops, and the balancer then plans on the ops imbalance; E2E_KNOWN_GAPS=1 runs it")
 	}
 	firstMinuteAuto(t, "13 (c) first minute: auto, default", "fm13c", "")
 }
@@ -436,7 +436,8 @@ func TestFirstMinuteAutoBalanceDefault(t *testing.T) {
 // slotd deciding every 250 ms. The window is 15 s: longer than a report
 // interval (10 s), since the view may read the reports from before the
 // load for up to one interval after the plan (13 a's log shows it), yet
-// far shorter than the minutes the ratios lagged before issue 36. The
+// far shorter than the minutes the ratios lagged when a moved slot's
+// load stayed with its old owner's report. The
 // bound, three windows (45 s) after the plan's end, is enough: a second
 // plan needs an imbalance that lasts a whole window, and every node's
 // figures are fresh within one report interval of the plan's end (each

@@ -263,7 +263,7 @@ func (c *cluster) nodeState(id string) (slotdv1.NodeState, error) {
 // since is how long after t0 t came, for the window lines.
 func since(t0, t time.Time) string { return t.Sub(t0).Round(time.Millisecond).String() }
 
-// TestPartitionedStoreSelfFences (scenario 12, issue 37): n3 reaches slotd
+// TestPartitionedStoreSelfFences (scenario 12; the rule is docs/leases.md): n3 reaches slotd
 // through one TCP proxy and is reached by slotd and the SDK through
 // another (its --slotd and its --advertise); an application holding an old
 // map writes to n3's listen address directly, past both. The test cuts

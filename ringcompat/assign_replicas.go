@@ -34,8 +34,8 @@ var ErrBadReplicas = errors.New("ringcompat: bad replication factor")
 //     (the zone rule is hard, the cap is not: a zone of one node holds a
 //     replica of every slot when the zones are as many as rf).
 //
-// A node with an empty zone is a zone of its own (seed 000's replica walk,
-// without zones, skips only nodes already chosen). Like InitialAssignment
+// A node with an empty zone is a zone of its own (as Ring.Replicas
+// walks: without zones it skips only nodes already chosen). Like InitialAssignment
 // it depends only on the node set, vnodes and rf, never on the order of
 // nodes. It returns InitialAssignment's errors, and ErrBadReplicas for rf
 // below 1, above MaxReplicas or above the number of zones.
