@@ -6,7 +6,10 @@
 // One room, one job:
 //
 //	control.go    the operator's workflow: propose, submit, apply, pause,
-//	              resume, cancel, move one slot, throttle.
+//	              resume, cancel, throttle.
+//	moveslot.go   one-slot moves (slotctl move), begun at once by the leader.
+//	measure.go    what a plan is measured on: reports with the stores'
+//	              answers of now (StorePool.SlotStats, pool.go).
 //	planstore.go  plan records through the directory's plan API: their
 //	              decoded cache, retention, and the move results the
 //	              directory writes in the transaction that ends each move
@@ -27,7 +30,8 @@
 //	              when the source lost its change capture.
 //	guard.go      an operator's pause or cancel applied to moves in flight.
 //	transfer.go   the protocol itself: copy, catch-up, fence, drain,
-//	              verify, commit.
+//	              verify, commit; transfererr.go tells its errors apart
+//	              and aborts.
 //	cleanup.go    asking stores to drop handed-off copies, for a while;
 //	              the stores' reconciliation is the guarantee.
 //	upgrade.go    schema 2's migration of old plan progress records.
