@@ -76,14 +76,26 @@ const goldenHeader = `# Pinned initial assignments (ringcompat.InitialAssignment
 `
 
 func TestInitialAssignmentGolden(t *testing.T) {
-	path := filepath.Join("testdata", "initial_assignment.tsv")
+	checkPinned(t, filepath.Join("testdata", "initial_assignment.tsv"), "D", 6, len(goldenAssignments),
+		func() string {
+			var b strings.Builder
+			b.WriteString(goldenHeader)
+			for _, g := range goldenAssignments {
+				b.WriteString(assignmentLine(t, g.nodes, g.vnodes) + "\n")
+			}
+			return b.String()
+		},
+		func(fields []string) string { return assignmentLine(t, fields[1], fields[2]) })
+}
+
+// checkPinned checks a file of pinned lines: every line but comments has
+// nfields tab-separated fields, the first being tag, and render gives it
+// again from its fields; there are want of them. With -rewrite it writes
+// the file from write first.
+func checkPinned(t *testing.T, path, tag string, nfields, want int, write func() string, render func(fields []string) string) {
+	t.Helper()
 	if *rewrite {
-		var b strings.Builder
-		b.WriteString(goldenHeader)
-		for _, g := range goldenAssignments {
-			b.WriteString(assignmentLine(t, g.nodes, g.vnodes) + "\n")
-		}
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(write()), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -100,18 +112,18 @@ func TestInitialAssignmentGolden(t *testing.T) {
 			continue
 		}
 		fields := strings.Split(line, "\t")
-		if len(fields) != 6 || fields[0] != "D" {
+		if len(fields) != nfields || fields[0] != tag {
 			t.Fatalf("bad line %q", line)
 		}
-		if got := assignmentLine(t, fields[1], fields[2]); got != line {
-			t.Errorf("initial assignment changed:\n got  %s\n want %s", got, line)
+		if got := render(fields); got != line {
+			t.Errorf("%s changed:\n got  %s\n want %s", path, got, line)
 		}
 		n++
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if n != len(goldenAssignments) {
-		t.Errorf("%d pinned assignments, want %d (run with -rewrite after changing the list)", n, len(goldenAssignments))
+	if n != want {
+		t.Errorf("%d pinned lines in %s, want %d (run with -rewrite after changing the list)", n, path, want)
 	}
 }

@@ -1,13 +1,11 @@
 package ringcompat
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -71,44 +69,16 @@ const replicasHeader = `# Pinned initial replica sets (ringcompat.InitialReplica
 `
 
 func TestInitialReplicasGolden(t *testing.T) {
-	path := filepath.Join("testdata", "initial_replicas.tsv")
-	if *rewrite {
-		var b strings.Builder
-		b.WriteString(replicasHeader)
-		for _, g := range goldenReplicas {
-			b.WriteString(replicasLine(t, g.nodes, g.vnodes, g.rf) + "\n")
-		}
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	n := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") || line == "" {
-			continue
-		}
-		fields := strings.Split(line, "\t")
-		if len(fields) != 8 || fields[0] != "P" {
-			t.Fatalf("bad line %q", line)
-		}
-		if got := replicasLine(t, fields[1], fields[2], fields[3]); got != line {
-			t.Errorf("initial replica sets changed:\n got  %s\n want %s", got, line)
-		}
-		n++
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n != len(goldenReplicas) {
-		t.Errorf("%d pinned replica sets, want %d (run with -rewrite after changing the list)", n, len(goldenReplicas))
-	}
+	checkPinned(t, filepath.Join("testdata", "initial_replicas.tsv"), "P", 8, len(goldenReplicas),
+		func() string {
+			var b strings.Builder
+			b.WriteString(replicasHeader)
+			for _, g := range goldenReplicas {
+				b.WriteString(replicasLine(t, g.nodes, g.vnodes, g.rf) + "\n")
+			}
+			return b.String()
+		},
+		func(fields []string) string { return replicasLine(t, fields[1], fields[2], fields[3]) })
 }
 
 // TestInitialReplicasProperties: on random clusters, every slot gets rf

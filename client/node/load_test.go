@@ -473,17 +473,8 @@ func TestStatsAll(t *testing.T) {
 // the gain), not the fraction an average over the node's whole life would
 // give, and is left out of Load until it is measured.
 func TestLoadGainedSlotReadsItsRate(t *testing.T) {
-	clock := &simClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	m := new(StaticMap)
-	m.SetAll("a", "127.0.0.1:1")
 	k := []byte("{gained}")
-	s := slots.ForKey(k)
-	m.Set("b", "127.0.0.1:2", s)
-	n, err := New(Config{ID: "a", Store: newMemStore(), Map: m, StateDir: t.TempDir(), Clock: clock, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n, m, clock, s := gainingNode(t, string(k))
 	ctx := context.Background()
 	fold := func(d time.Duration) {
 		clock.now = clock.now.Add(d)
@@ -542,17 +533,8 @@ func TestLoadGainedSlotReadsItsRate(t *testing.T) {
 // average from the source's values, listed at once (no measured age), not a
 // mean since the gain.
 func TestLoadGainedSlotContinuesSourceRates(t *testing.T) {
-	clock := &simClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	m := new(StaticMap)
-	m.SetAll("a", "127.0.0.1:1")
 	k := []byte("{seeded}")
-	s := slots.ForKey(k)
-	m.Set("b", "127.0.0.1:2", s)
-	n, err := New(Config{ID: "a", Store: newMemStore(), Map: m, StateDir: t.TempDir(), Clock: clock, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n, m, clock, s := gainingNode(t, string(k))
 	ctx := context.Background()
 	n.foldLoad(clock.now)
 	if err := n.CheckRead([]byte("other")); err != nil {
@@ -600,17 +582,8 @@ func TestLoadGainedSlotContinuesSourceRates(t *testing.T) {
 // (a young source: plain means) goes on as the source would have: a plain
 // mean over the 30 s before and the 30 s after the move.
 func TestLoadSeededYoungHistory(t *testing.T) {
-	clock := &simClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	m := new(StaticMap)
-	m.SetAll("a", "127.0.0.1:1")
 	k := []byte("{young}")
-	s := slots.ForKey(k)
-	m.Set("b", "127.0.0.1:2", s)
-	n, err := New(Config{ID: "a", Store: newMemStore(), Map: m, StateDir: t.TempDir(), Clock: clock, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n, m, clock, s := gainingNode(t, string(k))
 	n.foldLoad(clock.now)
 	if err := n.CheckRead([]byte("other")); err != nil {
 		t.Fatal(err)
@@ -660,4 +633,21 @@ func TestSlotRatesFoldsPending(t *testing.T) {
 	if r.Reads10m != 10 || r.Reads1m != 10 || r.Measured != 2 {
 		t.Fatalf("rates 2 s after the start with 20 reads, none folded: %+v, want 10/s over 2 s", r)
 	}
+}
+
+// gainingNode is node "a" on a simulated clock, owning every slot but
+// key's, which "b" owns until the test moves it here (m.Set).
+func gainingNode(t *testing.T, key string) (*Node, *StaticMap, *simClock, slots.Slot) {
+	t.Helper()
+	clock := &simClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m := new(StaticMap)
+	m.SetAll("a", "127.0.0.1:1")
+	s := slots.ForString(key)
+	m.Set("b", "127.0.0.1:2", s)
+	n, err := New(Config{ID: "a", Store: newMemStore(), Map: m, StateDir: t.TempDir(), Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n, m, clock, s
 }

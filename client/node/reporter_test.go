@@ -115,14 +115,7 @@ func TestReporterFirstReportWhenMapArrives(t *testing.T) {
 	clock := newTickClock()
 	m := new(StaticMap) // no map yet
 	n := newTestNode(t, newMemStore(), m, t.TempDir())
-	ok := &recordingLoad{arrived: make(chan struct{}, 16)}
-	r, err := NewReporter(ReporterConfig{Node: n, Replicas: []slotdv1.LoadClient{serveLoad(t, ok)}, Clock: clock, Interval: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- r.Run(ctx) }()
+	ok, stop := runReporter(t, n, clock, time.Minute)
 	<-clock.waiting // the first try failed: no map
 	m.SetAll("a", "127.0.0.1:1")
 	clock.advance(firstRetry)
@@ -137,10 +130,7 @@ func TestReporterFirstReportWhenMapArrives(t *testing.T) {
 	clock.advance(time.Minute)
 	<-ok.arrived
 	<-clock.waiting
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }
 
 // TestReporterReportsGainsEarly: once a slot the node gained is measured
@@ -158,21 +148,14 @@ func TestReporterReportsGainsEarly(t *testing.T) {
 	}
 	defer n.Close()
 	n.foldLoad(clock.Now())
-	ok := &recordingLoad{arrived: make(chan struct{}, 16)}
-	r, err := NewReporter(ReporterConfig{Node: n, Replicas: []slotdv1.LoadClient{serveLoad(t, ok)}, Clock: clock, Interval: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- r.Run(ctx) }()
+	ok, stop := runReporter(t, n, clock, time.Minute)
 	<-ok.arrived                                     // the first report, at once
 	<-clock.waiting                                  // then it waits
 	if err := n.CheckRead([]byte("x")); err != nil { // the node's first look at its map
 		t.Fatal(err)
 	}
 	m.Set("a", "127.0.0.1:1", gained) // the slot moves here
-	if err := n.Write(ctx, keyIn(gained), put(string(keyIn(gained)), "v")); err != nil {
+	if err := n.Write(context.Background(), keyIn(gained), put(string(keyIn(gained)), "v")); err != nil {
 		t.Fatal(err)
 	}
 	clock.advance(1100 * time.Millisecond)
@@ -193,8 +176,25 @@ func TestReporterReportsGainsEarly(t *testing.T) {
 		t.Fatalf("the early report does not list the gained slot with its key and measured age: %v", rep)
 	}
 	<-clock.waiting
-	cancel()
-	if err := <-done; err != nil {
+	stop()
+}
+
+// runReporter runs a Reporter of n on clock, every interval, to one
+// recording replica; stop ends it and checks Run's result.
+func runReporter(t *testing.T, n *Node, clock *tickClock, interval time.Duration) (ok *recordingLoad, stop func()) {
+	t.Helper()
+	ok = &recordingLoad{arrived: make(chan struct{}, 16)}
+	r, err := NewReporter(ReporterConfig{Node: n, Replicas: []slotdv1.LoadClient{serveLoad(t, ok)}, Clock: clock, Interval: interval})
+	if err != nil {
 		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	return ok, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
