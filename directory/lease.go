@@ -174,8 +174,13 @@ func (d *Directory) Touch(ctx context.Context, id string) error {
 		return fromEtcd(ctx, "touch "+id, err)
 	}
 	if node != 0 && cur.rev != 0 {
-		if _, err := d.RenewLease(ctx, id, LeaseID(cur.lease)); !errors.Is(err, ErrLeaseExpired) {
-			return err
+		// The lease just read: renewed as it is, without reading it again.
+		_, err := d.cli.KeepAliveOnce(rctx, cur.lease)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fromEtcd(ctx, "touch "+id, err)
 		}
 	}
 	_, err = d.GrantLease(ctx, id)
