@@ -83,7 +83,7 @@ proto: tools ## regenerate the Go code under api/ from the .proto files
 	TOOLS=$(TOOLS) ./scripts/proto.sh
 
 certs: ## development CA, certificates and tokens into certs/ (kept if complete; not for production)
-	$(GO) run ./internal/devca/cmd -dir certs -nodes n1,n2,n3,n4
+	$(GO) run ./cmd/devca -dir certs -nodes n1,n2,n3,n4
 
 demo: ## start slotd + 3 slotkv nodes, load 100,000 keys, add a 4th node and rebalance under traffic (DEMO_KEEP=1 keeps it running)
 	./scripts/demo.sh

@@ -12,13 +12,14 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/slotd/slotd/api/slotdv1"
-	"github.com/slotd/slotd/api/slotmap"
-	"github.com/slotd/slotd/client/internal/maptest"
-	"github.com/slotd/slotd/slots"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/api/slotmap"
+	"github.com/slotd/slotd/internal/maptest"
+	"github.com/slotd/slotd/slots"
 )
 
 // BenchmarkRoute measures the hot path applications call per request.

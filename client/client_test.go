@@ -16,13 +16,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
 	"github.com/slotd/slotd/api/redirect"
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
-	"github.com/slotd/slotd/client/internal/maptest"
+	"github.com/slotd/slotd/internal/maptest"
 	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/slots"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

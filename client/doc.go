@@ -30,7 +30,7 @@
 //		return err
 //	})
 //
-// Store nodes (client/node) follow the map with Subscribe.
+// Store nodes (node) follow the map with Subscribe.
 //
 // A Client is safe for concurrent use.
 package client

@@ -8,7 +8,7 @@ import (
 	"github.com/slotd/slotd/api/redirect"
 	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/client"
-	"github.com/slotd/slotd/client/internal/maptest"
+	"github.com/slotd/slotd/internal/maptest"
 )
 
 // A client routes a key locally, and Do follows a MOVED answer from a store

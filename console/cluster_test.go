@@ -14,11 +14,11 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client"
-	"github.com/slotd/slotd/client/node"
-	"github.com/slotd/slotd/internal/slotdtest"
 	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/mover"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/server"
+	"github.com/slotd/slotd/server/servertest"
 	"github.com/slotd/slotd/slotkv"
 )
 
@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // cluster is a real slotd (package server, its HTTP port serving the
 // console, mover on) and real slotkv stores, in this process on 127.0.0.1.
 type cluster struct {
-	slotd   *slotdtest.Slotd
+	slotd   *servertest.Slotd
 	admin   slotdv1.AdminClient
 	stores  map[string]string         // node id -> address
 	servers map[string]*slotkv.Server // node id -> store
@@ -38,7 +38,7 @@ type cluster struct {
 // directory over them; edits change slotd's configuration (TLS).
 func startCluster(t testing.TB, stores int, edits ...func(*server.Config)) *cluster {
 	t.Helper()
-	s := slotdtest.Start(t, append([]func(*server.Config){func(c *server.Config) {
+	s := servertest.Start(t, append([]func(*server.Config){func(c *server.Config) {
 		c.HTTP = "127.0.0.1:0"
 		c.TuneMover = func(ec *mover.ExecutorConfig) {
 			ec.Backoff, ec.DisableLiveness = 20*time.Millisecond, true

@@ -7,9 +7,9 @@ import (
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/grpcapi"
 	"github.com/slotd/slotd/load"
 	"github.com/slotd/slotd/mover/planner"
-	"github.com/slotd/slotd/service"
 )
 
 // Source is what the console shows, read in slotd's own process.
@@ -37,12 +37,12 @@ type LoadSource interface {
 
 // FromService reads what the console shows from slotd's service (the
 // served map, Status, ListNodes) and directory (history).
-func FromService(svc *service.Service, dir *directory.Directory) Source {
+func FromService(svc *grpcapi.Service, dir *directory.Directory) Source {
 	return serviceSource{svc: svc, dir: dir}
 }
 
 type serviceSource struct {
-	svc *service.Service
+	svc *grpcapi.Service
 	dir *directory.Directory
 }
 

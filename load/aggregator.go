@@ -47,7 +47,7 @@ const (
 )
 
 // Map is what reports are checked against: the replica's current map and
-// the slots whose owner changed after an older version. service.Hub is one.
+// the slots whose owner changed after an older version. grpcapi.Hub is one.
 type Map interface {
 	// Current returns the newest map, nil before the directory is
 	// bootstrapped.

@@ -1,7 +1,7 @@
 // Package load holds what a slotd replica knows of its store nodes'
 // measured load: the last report of each node, checked, in memory.
 //
-// Every node reports to every replica (client/node.Reporter), so whichever
+// Every node reports to every replica (node.Reporter), so whichever
 // replica leads the mover has the aggregate at once; none of it is in etcd,
 // which holds the table and the policy, not the load stream. A report
 // replaces the node's previous one and expires after three of the node's
@@ -15,7 +15,7 @@
 // not registered (ErrUnknownNode), or this replica's map is older than the
 // report (ErrBehind: the node reports again at its next interval).
 //
-//	agg, err := load.New(load.Config{Map: hub}) // service.New does this over its hub
+//	agg, err := load.New(load.Config{Map: hub}) // grpcapi.New does this over its hub
 //	err = agg.Report(time.Now(), req)           // from the Load.Report RPC
 //	loads := agg.NodeLoads(time.Now())          // the planner's input
 //	view := agg.View(time.Now(), load.ViewOptions{}) // Load.Get: slotctl status and top

@@ -21,9 +21,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
-	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/waitfor"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/slots"
 )
 

@@ -16,7 +16,7 @@ import (
 // Clean-up after a move: the source of a commit is asked to end its
 // capture and drop its handed-off copy, the target of an abort to drop its
 // partial copy. The leader asks for about cleanupFor and then leaves it:
-// each store's reconciliation (client/node) drops what the directory does
+// each store's reconciliation (node) drops what the directory does
 // not explain, which is the guarantee. A new leader asks for nothing it
 // did not see; nothing here outlives the term.
 

@@ -17,10 +17,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
-	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/etcdtest"
 	"github.com/slotd/slotd/internal/waitfor"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/slotkv"
 	"github.com/slotd/slotd/slotkv/kvpb"
 	"github.com/slotd/slotd/slots"

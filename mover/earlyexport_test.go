@@ -10,9 +10,9 @@ import (
 	"time"
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
-	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/waitfor"
+	"github.com/slotd/slotd/node"
 )
 
 // TestEarlyExportOfMoveNotBegun: the source is asked to export while the

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/slots"
 )
 

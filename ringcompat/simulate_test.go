@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/slotd/slotd/internal/simplan"
+	"github.com/slotd/slotd/mover/planner/simplan"
 	"github.com/slotd/slotd/ringcompat"
 	"github.com/slotd/slotd/slots"
 )

@@ -1,6 +1,6 @@
 // Package server is slotd as an embeddable package, the way etcd's embed
 // package is etcd: cmd/slotd maps its flags to a Config and runs a Server,
-// and tests start the same server in-process (internal/slotdtest) instead of
+// and tests start the same server in-process (server/servertest) instead of
 // wiring slotd's parts by hand.
 //
 // A Server serves the slot directory's gRPC API (Directory for clients and

@@ -16,10 +16,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/slotd/slotd/directory"
-	"github.com/slotd/slotd/internal/embedetcd"
 	"github.com/slotd/slotd/migrations"
 	"github.com/slotd/slotd/mover"
 	"github.com/slotd/slotd/mover/planner"
+	"github.com/slotd/slotd/server/embedetcd"
 	"github.com/slotd/slotd/tlsconf"
 )
 

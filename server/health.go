@@ -13,7 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/slotd/slotd/directory"
-	"github.com/slotd/slotd/service"
+	"github.com/slotd/slotd/grpcapi"
 )
 
 // ready reports why slotd cannot serve, or nil: etcd must answer within
@@ -65,7 +65,7 @@ func followReadiness(ctx context.Context, hs *health.Server, dir *directory.Dire
 // httpMux serves /metrics, /healthz (the process runs), /readyz (etcd
 // answers and holds a schema this binary supports) and, everywhere else,
 // ui: the web console (/ redirects to /ui/).
-func httpMux(reg *prometheus.Registry, dir *directory.Directory, svc *service.Service, ui http.Handler) http.Handler {
+func httpMux(reg *prometheus.Registry, dir *directory.Directory, svc *grpcapi.Service, ui http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", ui)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))

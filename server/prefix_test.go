@@ -10,9 +10,9 @@ import (
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client"
 	"github.com/slotd/slotd/internal/etcdtest"
-	"github.com/slotd/slotd/internal/slotdtest"
 	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/server"
+	"github.com/slotd/slotd/server/servertest"
 )
 
 // TestEtcdPrefixTwoClusters runs two slotd clusters on one etcd under two
@@ -23,12 +23,12 @@ func TestEtcdPrefixTwoClusters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e := etcdtest.New(t)
-	a := slotdtest.StartOn(t, e, func(c *server.Config) { c.Name = "sa" })
-	b := slotdtest.StartOn(t, e, func(c *server.Config) { c.Name = "sb"; c.EtcdPrefix = "/clusters/b/" })
+	a := servertest.StartOn(t, e, func(c *server.Config) { c.Name = "sa" })
+	b := servertest.StartOn(t, e, func(c *server.Config) { c.Name = "sb"; c.EtcdPrefix = "/clusters/b/" })
 	if a.ClusterID() == b.ClusterID() || a.ClusterID() == "" {
 		t.Fatalf("cluster ids %q and %q", a.ClusterID(), b.ClusterID())
 	}
-	boot := func(s *slotdtest.Slotd, ids ...string) {
+	boot := func(s *servertest.Slotd, ids ...string) {
 		t.Helper()
 		var nodes []*slotdv1.Node
 		for i, id := range ids {
@@ -47,7 +47,7 @@ func TestEtcdPrefixTwoClusters(t *testing.T) {
 	if len(ca.Map().Nodes()) != 2 || len(cb.Map().Nodes()) != 3 {
 		t.Fatalf("nodes: a %v, b %v", ca.Map().Nodes(), cb.Map().Nodes())
 	}
-	for _, s := range []*slotdtest.Slotd{a, b} {
+	for _, s := range []*servertest.Slotd{a, b} {
 		st, err := slotdv1.NewAdminClient(s.Dial(t)).Status(ctx, &slotdv1.StatusRequest{})
 		if err != nil {
 			t.Fatal(err)

@@ -25,9 +25,9 @@ import (
 	"github.com/slotd/slotd/auth"
 	"github.com/slotd/slotd/console"
 	"github.com/slotd/slotd/directory"
-	"github.com/slotd/slotd/internal/embedetcd"
+	"github.com/slotd/slotd/grpcapi"
 	"github.com/slotd/slotd/mover"
-	"github.com/slotd/slotd/service"
+	"github.com/slotd/slotd/server/embedetcd"
 	"github.com/slotd/slotd/tlsconf"
 )
 
@@ -45,7 +45,7 @@ type Server struct {
 	pool      *mover.StorePool
 	exe       *mover.Executor // nil with DisableMover
 	autoLoad  *autoLoad       // the balancer's view of the service's load aggregate
-	svc       *service.Service
+	svc       *grpcapi.Service
 	az        *auth.Authorizer
 	clusterID string
 	gs        *grpc.Server
@@ -164,20 +164,20 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 
 	s.az, err = auth.New(auth.Config{
-		Policy: service.Policy(), ClientCerts: s.ts != nil && srvTLS.VerifiesClientCerts(),
+		Policy: grpcapi.Policy(), ClientCerts: s.ts != nil && srvTLS.VerifiesClientCerts(),
 		TokenFile: cfg.TokenFile, RequireNodeIdentity: cfg.RequireNodeIdentity, Logger: lg, Registerer: s.reg,
 	})
 	if err != nil {
 		return nil, err
 	}
-	sc := service.Config{
+	sc := grpcapi.Config{
 		Directory: s.dir, Control: ctl, ClusterID: s.clusterID, ServerID: cfg.Name,
 		Authenticated: s.az.Enabled(), Logger: lg, Registerer: s.reg,
 	}
 	if s.exe != nil {
 		sc.Mover = s.exe
 	}
-	if s.svc, err = service.New(sc); err != nil {
+	if s.svc, err = grpcapi.New(sc); err != nil {
 		return nil, err
 	}
 	s.autoLoad.agg = s.svc.Load()
@@ -189,7 +189,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := prometheus.WrapRegistererWithPrefix("slotd_", s.reg).Register(rpcMetrics); err != nil {
 		return nil, fmt.Errorf("register gRPC metrics: %w", err)
 	}
-	opts := append(service.ServerOptions(), s.az.ServerOptions()...)
+	opts := append(grpcapi.ServerOptions(), s.az.ServerOptions()...)
 	opts = append(opts, grpc.ChainUnaryInterceptor(rpcMetrics.UnaryServerInterceptor()),
 		grpc.ChainStreamInterceptor(rpcMetrics.StreamServerInterceptor()))
 	opts = append(opts, auth.Limits{MaxRecvMsgSize: cfg.MaxRecvBytes}.ServerOptions()...)
@@ -208,7 +208,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	healthpb.RegisterHealthServer(s.gs, s.hs)
 	reflection.Register(s.gs)
 	rpcMetrics.InitializeMetrics(s.gs)
-	if m := service.Policy().Uncovered(s.gs.GetServiceInfo()); len(m) > 0 {
+	if m := grpcapi.Policy().Uncovered(s.gs.GetServiceInfo()); len(m) > 0 {
 		return nil, fmt.Errorf("auth policy has no rule for %v; they would be refused to everyone", m)
 	}
 

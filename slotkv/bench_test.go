@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/slotd/slotd/api/slotdv1"
-	"github.com/slotd/slotd/client/node"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/slotkv/kvpb"
 	"github.com/slotd/slotd/slots"
 )

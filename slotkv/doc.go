@@ -1,6 +1,6 @@
 // Package slotkv is slotd's reference store node: a durable key-value store
 // with versioned values, built on one bbolt file, that embeds the node
-// library (client/node) and so takes part in slot moves.
+// library (node) and so takes part in slot moves.
 //
 // Storage: every key is stored as its 2-byte big-endian slot followed by the
 // key, so a slot is one contiguous range and exporting or dropping it is one

@@ -11,7 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/slotd/slotd/client/node"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/slots"
 )
 

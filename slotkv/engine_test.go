@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/slotd/slotd/client/node"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/slots"
 )
 

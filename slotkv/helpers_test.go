@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/slotd/slotd/api/slotdv1"
-	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/internal/waitfor"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/slotkv/kvpb"
 	"github.com/slotd/slotd/slots"
 )

@@ -11,11 +11,11 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client"
-	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/internal/etcdtest"
-	"github.com/slotd/slotd/internal/slotdtest"
 	"github.com/slotd/slotd/internal/waitfor"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/server"
+	"github.com/slotd/slotd/server/servertest"
 	"github.com/slotd/slotd/slotkv/kvpb"
 	"github.com/slotd/slotd/slots"
 )
@@ -32,7 +32,7 @@ func TestReporterSendsToEveryReplica(t *testing.T) {
 	noMover := func(name string) func(*server.Config) {
 		return func(c *server.Config) { c.Name = name; c.DisableMover = true }
 	}
-	a, b := slotdtest.StartOn(t, e, noMover("sa")), slotdtest.StartOn(t, e, noMover("sb"))
+	a, b := servertest.StartOn(t, e, noMover("sa")), servertest.StartOn(t, e, noMover("sb"))
 	if _, err := slotdv1.NewAdminClient(a.Dial(t)).Bootstrap(ctx, &slotdv1.BootstrapRequest{Operator: "test", Nodes: []*slotdv1.Node{
 		{Id: "n1", Address: "127.0.0.1:1", Weight: 1}, {Id: "n2", Address: "127.0.0.1:2", Weight: 1},
 	}}); err != nil {

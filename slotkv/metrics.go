@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	"github.com/slotd/slotd/client/node"
+	"github.com/slotd/slotd/node"
 )
 
 // rpcMetrics counts and times the node's gRPC calls. Labels are bounded:

@@ -15,7 +15,7 @@ import (
 
 	"github.com/slotd/slotd/api/redirect"
 	"github.com/slotd/slotd/api/slotdv1"
-	"github.com/slotd/slotd/client/node"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/slotkv/kvpb"
 	"github.com/slotd/slotd/slots"
 )
@@ -509,7 +509,7 @@ func TestMovedAnswer(t *testing.T) {
 // TestRateChangeAppliesToRunningExport starts an export at 2 KB/s (a 100 KB
 // slot would take 50 s), lifts the limit while it runs, and sees it finish
 // long before that: a running export picks up the new rate. The timing
-// claim itself (within one second) is TestThrottleRateChange in client/node,
+// claim itself (within one second) is TestThrottleRateChange in node,
 // on a simulated clock.
 func TestRateChangeAppliesToRunningExport(t *testing.T) {
 	ctx := ctxT(t)

@@ -15,13 +15,13 @@ import (
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/client"
-	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/grpcapi"
 	"github.com/slotd/slotd/internal/etcdtest"
 	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/migrations"
 	"github.com/slotd/slotd/mover"
-	"github.com/slotd/slotd/service"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/slots"
 )
 
@@ -81,7 +81,7 @@ func newRecCluster(t *testing.T, mods ...func(*directory.Config)) *recCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := service.New(service.Config{Directory: d, Control: ctl, ClusterID: "rec", ServerID: "s1"})
+	svc, err := grpcapi.New(grpcapi.Config{Directory: d, Control: ctl, ClusterID: "rec", ServerID: "s1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func newRecCluster(t *testing.T, mods ...func(*directory.Config)) *recCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(service.ServerOptions()...)
+	g := grpc.NewServer(grpcapi.ServerOptions()...)
 	svc.Register(g)
 	sctx, cancel := context.WithCancel(ctx)
 	hub := make(chan struct{})

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/slotd/slotd/client/node"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/slotkv/kvpb"
 )
 

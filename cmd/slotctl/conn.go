@@ -70,7 +70,7 @@ func (g *globals) dial() (*conn, error) {
 	}
 	if g.reason != "" {
 		// Every call carries the operator's why; slotd records it in the
-		// audit log with the change (service.ReasonMetadata).
+		// audit log with the change (grpcapi.ReasonMetadata).
 		reason := g.reason
 		opts = append(opts, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
 			return invoker(metadata.AppendToOutgoingContext(ctx, "slotd-reason", reason), method, req, reply, cc, callOpts...)

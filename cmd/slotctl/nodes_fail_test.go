@@ -8,15 +8,15 @@ import (
 	"time"
 
 	"github.com/slotd/slotd/directory"
-	"github.com/slotd/slotd/internal/slotdtest"
 	"github.com/slotd/slotd/server"
+	"github.com/slotd/slotd/server/servertest"
 )
 
 // TestNodesFail: slotctl nodes fail refuses without --accept-data-loss,
 // previews with --dry-run, and with --yes gives the node's slots to the
 // others, empty, in one version.
 func TestNodesFail(t *testing.T) {
-	sd := slotdtest.Start(t, func(c *server.Config) {
+	sd := servertest.Start(t, func(c *server.Config) {
 		c.DisableMover, c.DownAfter, c.HoldDown = true, time.Second, time.Millisecond
 	})
 	s := &testSlotd{addr: sd.Addr()}

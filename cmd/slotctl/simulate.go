@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/slotd/slotd/internal/simplan"
+	"github.com/slotd/slotd/mover/planner/simplan"
 	"github.com/slotd/slotd/ringcompat"
 )
 

@@ -15,15 +15,15 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/slotd/slotd/client"
-	"github.com/slotd/slotd/client/node"
-	"github.com/slotd/slotd/internal/slotdtest"
 	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/mover"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/server"
+	"github.com/slotd/slotd/server/servertest"
 	"github.com/slotd/slotd/slotkv"
 )
 
-// testSlotd is slotd in-process (internal/slotdtest: the server package
+// testSlotd is slotd in-process (server/servertest: the server package
 // over a real embedded etcd, gRPC on 127.0.0.1), stopped when the test ends.
 type testSlotd struct {
 	addr string
@@ -35,7 +35,7 @@ type testSlotd struct {
 // server's configuration (TLS, tokens).
 func startSlotd(t *testing.T, withMover bool, edits ...func(*server.Config)) *testSlotd {
 	t.Helper()
-	s := slotdtest.Start(t, append([]func(*server.Config){func(c *server.Config) {
+	s := servertest.Start(t, append([]func(*server.Config){func(c *server.Config) {
 		c.DisableMover = !withMover
 		c.TuneMover = func(ec *mover.ExecutorConfig) {
 			ec.Backoff, ec.DisableLiveness = 20*time.Millisecond, true

@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/slotd/slotd/internal/embedetcd"
 	"github.com/slotd/slotd/internal/flagenv"
 	"github.com/slotd/slotd/server"
+	"github.com/slotd/slotd/server/embedetcd"
 	"github.com/slotd/slotd/tlsconf"
 )
 

@@ -14,11 +14,11 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/client"
-	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/etcdtest"
 	"github.com/slotd/slotd/internal/syncbuf"
 	"github.com/slotd/slotd/internal/waitfor"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/server"
 	"github.com/slotd/slotd/slots"
 )

@@ -15,16 +15,16 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"github.com/slotd/slotd/api/slotdv1"
-	"github.com/slotd/slotd/internal/slotdtest"
 	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/server"
+	"github.com/slotd/slotd/server/servertest"
 )
 
-// startSlotd serves slotd in-process over a real etcd (internal/slotdtest),
+// startSlotd serves slotd in-process over a real etcd (server/servertest),
 // without a mover, and returns its address.
 func startSlotd(t *testing.T) string {
 	t.Helper()
-	return slotdtest.Start(t, func(c *server.Config) { c.DisableMover = true }).Addr()
+	return servertest.Start(t, func(c *server.Config) { c.DisableMover = true }).Addr()
 }
 
 // TestHealthReflectionReadyz runs slotkv against a slotd that is not yet

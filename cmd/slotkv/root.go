@@ -25,11 +25,11 @@ import (
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/client"
-	"github.com/slotd/slotd/client/node"
 	"github.com/slotd/slotd/internal/buildinfo"
 	"github.com/slotd/slotd/internal/flagenv"
 	"github.com/slotd/slotd/internal/gcpercent"
 	"github.com/slotd/slotd/internal/replicas"
+	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/slotkv"
 )
 

@@ -21,10 +21,10 @@ import (
 	"github.com/slotd/slotd/auth"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/devca"
-	"github.com/slotd/slotd/internal/slotdtest"
 	"github.com/slotd/slotd/internal/syncbuf"
 	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/server"
+	"github.com/slotd/slotd/server/servertest"
 	"github.com/slotd/slotd/slotkv/kvpb"
 	"github.com/slotd/slotd/tlsconf"
 )
@@ -179,11 +179,11 @@ func TestTokens(t *testing.T) {
 	}
 }
 
-// tlsSlotd serves slotd (internal/slotdtest, no mover) over mutual TLS on
+// tlsSlotd serves slotd (server/servertest, no mover) over mutual TLS on
 // a real etcd, and returns a directory over that etcd and its address.
 func tlsSlotd(t *testing.T, set devca.Set) (*directory.Directory, string) {
 	t.Helper()
-	s := slotdtest.Start(t, func(c *server.Config) {
+	s := servertest.Start(t, func(c *server.Config) {
 		c.TLSCert, c.TLSKey, c.TLSCA, c.ClientAuth = set.ServerCert, set.ServerKey, set.CA, string(tlsconf.ClientAuthRequire)
 		c.DisableMover = true
 	})

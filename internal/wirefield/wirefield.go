@@ -2,7 +2,7 @@
 // It is the field reader of the decoders that read a few known messages in
 // place instead of through proto.Unmarshal: the SDK's watch updates
 // (client/internal/watchwire) and a target's snapshot imports
-// (client/node). The mover's relay walks its export batches with
+// (node). The mover's relay walks its export batches with
 // protowire's calls inline instead: Next is not inlined, and a call per
 // field is 70% of that walk (mover BenchmarkRelayScan).
 package wirefield

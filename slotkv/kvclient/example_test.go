@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/slotd/slotd/client"
-	"github.com/slotd/slotd/internal/kvtest"
 	"github.com/slotd/slotd/slotkv/kvclient"
+	"github.com/slotd/slotd/slotkv/kvtest"
 )
 
 // Example writes, reads and deletes a key on real slotkv stores, routed by
-// the SDK's map from a real slotd (all in this process, via internal/kvtest).
+// the SDK's map from a real slotd (all in this process, via slotkv/kvtest).
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

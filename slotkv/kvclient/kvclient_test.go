@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/slotd/slotd/client"
-	"github.com/slotd/slotd/internal/kvtest"
 	"github.com/slotd/slotd/slotkv/kvclient"
+	"github.com/slotd/slotd/slotkv/kvtest"
 	"github.com/slotd/slotd/slots"
 )
 

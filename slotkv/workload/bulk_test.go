@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/slotd/slotd/internal/kvtest"
 	"github.com/slotd/slotd/slotkv/kvclient"
+	"github.com/slotd/slotd/slotkv/kvtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

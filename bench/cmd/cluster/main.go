@@ -155,7 +155,7 @@ func runAll(ctx context.Context, c *config, w io.Writer) (err error) {
 // itemPropagation runs the service package's propagation benchmark.
 func itemPropagation(ctx context.Context, c *config, w io.Writer) error {
 	logf("item 6: propagation benchmark (load %s)", loadavg())
-	cmd := "go test -run '^$' -bench Propagation1000 -benchtime 1x ./service"
+	cmd := "go test -run '^$' -bench Propagation1000 -benchtime 1x ./grpcapi"
 	out, err := run(ctx, "sh", "-c", "cd "+c.root+" && "+cmd)
 	if err != nil {
 		return err
@@ -214,7 +214,7 @@ func printMoveTarget(w io.Writer, name string, ours, redis time.Duration, p int,
 		"Measured: %s (median of %s), ratio %s: %s. "+
 		"How the copy runs: the mover relays each export batch to the target as the bytes the source encoded (every key still checked against the slot, in place; no decode and re-encode in the mover), "+
 		"export batches that wait while the target is busy go in one import of up to 4 MiB (the target's receive limit; fewer commits and fsyncs on a durable target), two imports are in flight (the next one's transfer and decoding on the target overlap the current one's commit; the target applies them in order), the target reads an import's entries in place (views of the received buffer handed to the store, no decode into messages; `node.ServerOptions`), and slotkv commits an import batch at once (not after bbolt's 1 ms group-commit wait) and clears the slot before the first batch without a commit when it holds nothing. "+
-		"Package benchmarks: `SLOTD_BENCH_SYNC=1 go test -run '^$' -bench MoveThroughput ./mover`, `go test -run '^$' -bench 'Export|Import' ./slotkv`, `go test -run '^$' -bench ImportDecode ./client/node`.\n",
+		"Package benchmarks: `SLOTD_BENCH_SYNC=1 go test -run '^$' -bench MoveThroughput ./mover`, `go test -run '^$' -bench 'Export|Import' ./slotkv`, `go test -run '^$' -bench ImportDecode ./node`.\n",
 		name, moveTargetRatio, fmtDur(time.Duration(float64(redis)/moveTargetRatio)), fmtDur(redis), p,
 		fmtDur(ours), strings.Join(each, ", "), ratio(redis.Seconds(), ours.Seconds()), met)
 }
