@@ -217,7 +217,10 @@ func (c *Control) Propose(ctx context.Context, req PlanRequest) (*Plan, error) {
 			in.SlotBytes = stats.Bytes
 		}
 	}
-	var filled []string
+	var filled, rated []string
+	if stats != nil {
+		rated = stats.Rated
+	}
 	if c.loads != nil {
 		// The planner never balances blind where the stores can be asked:
 		// what they answered now beats reports that are late or missing.
@@ -233,7 +236,7 @@ func (c *Control) Propose(ctx context.Context, req PlanRequest) (*Plan, error) {
 		}
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	if note := measuredNote(filled, unknown); note != "" {
+	if note := measuredNote(filled, rated, unknown); note != "" {
 		pp.Note = strings.TrimPrefix(pp.Note+"; "+note, "; ")
 	}
 	now := c.now().UTC()

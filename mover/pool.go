@@ -116,9 +116,10 @@ func (p *StorePool) SlotStats(ctx context.Context, snap *directory.Snapshot) (*S
 				resp, err = c.SlotStats(ctx, &slotdv1.SlotStatsRequest{})
 			}
 			var nl planner.NodeLoad
+			var rated bool
 			var nonsense error
 			if err == nil {
-				nl, nonsense = statsLoad(resp, n.ID, owners)
+				nl, rated, nonsense = statsLoad(resp, n.ID, owners)
 				err = nonsense
 			}
 			mu.Lock()
@@ -135,10 +136,14 @@ func (p *StorePool) SlotStats(ctx context.Context, snap *directory.Snapshot) (*S
 				out.Bytes[sl.Slot] = int64(sl.Bytes)
 			}
 			out.Nodes[n.ID] = nl
+			if rated {
+				out.Rated = append(out.Rated, n.ID)
+			}
 			return nil
 		})
 	}
 	_ = g.Wait()
+	slices.Sort(out.Rated)
 	if len(unknown.Nodes) > 0 {
 		slices.Sort(unknown.Nodes)
 		out.Bytes = nil
@@ -152,34 +157,47 @@ func (p *StorePool) SlotStats(ctx context.Context, snap *directory.Snapshot) (*S
 const MaxSlotBytes = 1 << 50
 
 // statsLoad is node id's answer as a load: the slots it owns, with their
-// keys, bytes and writes per second (reads are not in the answer). An
-// answer that makes no sense is an error naming the first thing wrong.
-func statsLoad(resp *slotdv1.SlotStatsResponse, id string, owners []string) (planner.NodeLoad, error) {
-	var nl planner.NodeLoad
+// keys, bytes and request rates. rated says the answer carried every
+// slot's rates as a report sent now would (the long averages, reads
+// included); from a node that does not send them, a slot's load is its
+// writes per second alone. An answer that makes no sense is an error
+// naming the first thing wrong.
+func statsLoad(resp *slotdv1.SlotStatsResponse, id string, owners []string) (nl planner.NodeLoad, rated bool, err error) {
 	var seen slots.Set
+	rated = len(resp.GetSlots()) > 0
 	for _, st := range resp.GetSlots() {
 		s := st.GetSlot()
-		w := st.GetWritesPerSecond()
+		r, w := 0.0, st.GetWritesPerSecond()
+		if rt := st.GetRates(); rt != nil {
+			r, w = rt.GetReads_10M(), rt.GetWrites_10M()
+		} else {
+			rated = false
+		}
 		switch {
 		case s >= slots.Count:
-			return nl, fmt.Errorf("its answer names slot %d, out of range 0-%d", s, slots.Count-1)
+			return nl, false, fmt.Errorf("its answer names slot %d, out of range 0-%d", s, slots.Count-1)
 		case seen.Contains(slots.MustNew(int(s))):
-			return nl, fmt.Errorf("its answer lists slot %d twice", s)
+			return nl, false, fmt.Errorf("its answer lists slot %d twice", s)
 		case st.GetBytes() > MaxSlotBytes:
-			return nl, fmt.Errorf("its answer gives slot %d %d bytes, more than %d", s, st.GetBytes(), uint64(MaxSlotBytes))
+			return nl, false, fmt.Errorf("its answer gives slot %d %d bytes, more than %d", s, st.GetBytes(), uint64(MaxSlotBytes))
 		case st.GetKeys() > st.GetBytes():
-			return nl, fmt.Errorf("its answer gives slot %d %d keys in %d bytes", s, st.GetKeys(), st.GetBytes())
-		case math.IsNaN(w) || math.IsInf(w, 0) || w < 0:
-			return nl, fmt.Errorf("its answer gives slot %d %v writes per second", s, w)
+			return nl, false, fmt.Errorf("its answer gives slot %d %d keys in %d bytes", s, st.GetKeys(), st.GetBytes())
+		case !isRate(w):
+			return nl, false, fmt.Errorf("its answer gives slot %d %v writes per second", s, w)
+		case !isRate(r):
+			return nl, false, fmt.Errorf("its answer gives slot %d %v reads per second", s, r)
 		}
 		seen.Add(slots.MustNew(int(s)))
 		if owners[s] != id {
 			continue
 		}
-		nl.Slots = append(nl.Slots, planner.SlotLoad{Slot: uint16(s), Keys: float64(st.GetKeys()), Bytes: float64(st.GetBytes()), Writes: w})
+		nl.Slots = append(nl.Slots, planner.SlotLoad{Slot: uint16(s), Keys: float64(st.GetKeys()), Bytes: float64(st.GetBytes()), Reads: r, Writes: w})
 	}
-	return nl, nil
+	return nl, rated, nil
 }
+
+// isRate says whether v is a request rate: a number >= 0.
+func isRate(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }
 
 // Stats is what SlotStats read: every slot's size as its owner gave it
 // (nil unless every node owning slots answered), and per node that
@@ -187,6 +205,10 @@ func statsLoad(resp *slotdv1.SlotStatsResponse, id string, owners []string) (pla
 type Stats struct {
 	Bytes []int64
 	Nodes map[string]planner.NodeLoad
+	// Rated lists, sorted, the nodes whose answer carried every slot's
+	// request rates as a report sent now would: their answer is newer than
+	// their last report in every figure, not only in size.
+	Rated []string
 }
 
 // SizesOn returns the bytes node addr holds of each of ss (a slot it

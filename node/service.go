@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"context"
 	"fmt"
 	"math"
@@ -213,10 +215,15 @@ func (x *storeServer) Fence(ctx context.Context, req *slotdv1.FenceRequest) (*sl
 	if err != nil {
 		return nil, StatusError(err)
 	}
-	r := x.n.slotRates(s, x.n.cfg.Clock.Now())
-	return &slotdv1.FenceResponse{FenceSeq: seq, Rates: &slotdv1.SlotRates{
+	return &slotdv1.FenceResponse{FenceSeq: seq, Rates: x.rates(s, x.n.cfg.Clock.Now())}, nil
+}
+
+// rates is slot s's request rates at now on the wire.
+func (x *storeServer) rates(s slots.Slot, now time.Time) *slotdv1.SlotRates {
+	r := x.n.slotRates(s, now)
+	return &slotdv1.SlotRates{
 		Reads_1M: r.Reads1m, Writes_1M: r.Writes1m, Reads_10M: r.Reads10m, Writes_10M: r.Writes10m, MeasuredSeconds: r.Measured,
-	}}, nil
+	}
 }
 
 func (x *storeServer) Unfence(ctx context.Context, req *slotdv1.UnfenceRequest) (*slotdv1.UnfenceResponse, error) {
@@ -257,10 +264,11 @@ func (x *storeServer) SlotStats(ctx context.Context, req *slotdv1.SlotStatsReque
 		}
 		stats = append(stats, st)
 	}
+	now := x.n.cfg.Clock.Now()
 	for _, st := range stats {
 		resp.Slots = append(resp.Slots, &slotdv1.SlotStat{
 			Slot: uint32(st.Slot.Int()), Keys: uint64(st.Keys), Bytes: uint64(st.Bytes), WritesPerSecond: st.WritesPerSecond,
-			Fenced: st.Fenced, Capturing: st.Capturing, Dropping: st.Dropping,
+			Fenced: st.Fenced, Capturing: st.Capturing, Dropping: st.Dropping, Rates: x.rates(st.Slot, now),
 		})
 	}
 	return resp, nil

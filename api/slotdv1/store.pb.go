@@ -1483,8 +1483,13 @@ type SlotStat struct {
 	Fenced          bool    `protobuf:"varint,5,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	Capturing       bool    `protobuf:"varint,6,opt,name=capturing,proto3" json:"capturing,omitempty"`
 	Dropping        bool    `protobuf:"varint,7,opt,name=dropping,proto3" json:"dropping,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The slot's request rates now: the decaying averages a load report
+	// sent now would carry, with the requests since the last fold folded in,
+	// so a plan made right after a burst of traffic sees it. Unset from a
+	// node that does not measure load.
+	Rates         *SlotRates `protobuf:"bytes,8,opt,name=rates,proto3" json:"rates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SlotStat) Reset() {
@@ -1564,6 +1569,13 @@ func (x *SlotStat) GetDropping() bool {
 		return x.Dropping
 	}
 	return false
+}
+
+func (x *SlotStat) GetRates() *SlotRates {
+	if x != nil {
+		return x.Rates
+	}
+	return nil
 }
 
 type SlotStatsResponse struct {
@@ -1962,7 +1974,7 @@ const file_slotdv1_store_proto_rawDesc = "" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\"\x11\n" +
 	"\x0fUnfenceResponse\"(\n" +
 	"\x10SlotStatsRequest\x12\x14\n" +
-	"\x05slots\x18\x01 \x03(\rR\x05slots\"\xc6\x01\n" +
+	"\x05slots\x18\x01 \x03(\rR\x05slots\"\xf1\x01\n" +
 	"\bSlotStat\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x12\n" +
 	"\x04keys\x18\x02 \x01(\x04R\x04keys\x12\x14\n" +
@@ -1970,7 +1982,8 @@ const file_slotdv1_store_proto_rawDesc = "" +
 	"\x11writes_per_second\x18\x04 \x01(\x01R\x0fwritesPerSecond\x12\x16\n" +
 	"\x06fenced\x18\x05 \x01(\bR\x06fenced\x12\x1c\n" +
 	"\tcapturing\x18\x06 \x01(\bR\tcapturing\x12\x1a\n" +
-	"\bdropping\x18\a \x01(\bR\bdropping\"p\n" +
+	"\bdropping\x18\a \x01(\bR\bdropping\x12)\n" +
+	"\x05rates\x18\b \x01(\v2\x13.slotd.v1.SlotRatesR\x05rates\"p\n" +
 	"\x11SlotStatsResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12(\n" +
@@ -2063,34 +2076,35 @@ var file_slotdv1_store_proto_depIdxs = []int32{
 	12, // 6: slotd.v1.ImportRequest.changes:type_name -> slotd.v1.ChangeImport
 	19, // 7: slotd.v1.ImportRequest.rates:type_name -> slotd.v1.SlotRates
 	19, // 8: slotd.v1.FenceResponse.rates:type_name -> slotd.v1.SlotRates
-	23, // 9: slotd.v1.SlotStatsResponse.slots:type_name -> slotd.v1.SlotStat
-	3,  // 10: slotd.v1.Store.Export:input_type -> slotd.v1.ExportRequest
-	5,  // 11: slotd.v1.Store.SetExportRate:input_type -> slotd.v1.SetExportRateRequest
-	7,  // 12: slotd.v1.Store.Changes:input_type -> slotd.v1.ChangesRequest
-	9,  // 13: slotd.v1.Store.EndCapture:input_type -> slotd.v1.EndCaptureRequest
-	13, // 14: slotd.v1.Store.Import:input_type -> slotd.v1.ImportRequest
-	15, // 15: slotd.v1.Store.ImportStatus:input_type -> slotd.v1.ImportStatusRequest
-	17, // 16: slotd.v1.Store.Fence:input_type -> slotd.v1.FenceRequest
-	20, // 17: slotd.v1.Store.Unfence:input_type -> slotd.v1.UnfenceRequest
-	22, // 18: slotd.v1.Store.SlotStats:input_type -> slotd.v1.SlotStatsRequest
-	25, // 19: slotd.v1.Store.DropSlot:input_type -> slotd.v1.DropSlotRequest
-	27, // 20: slotd.v1.Store.Checksum:input_type -> slotd.v1.ChecksumRequest
-	4,  // 21: slotd.v1.Store.Export:output_type -> slotd.v1.ExportBatch
-	6,  // 22: slotd.v1.Store.SetExportRate:output_type -> slotd.v1.SetExportRateResponse
-	8,  // 23: slotd.v1.Store.Changes:output_type -> slotd.v1.ChangeBatch
-	10, // 24: slotd.v1.Store.EndCapture:output_type -> slotd.v1.EndCaptureResponse
-	14, // 25: slotd.v1.Store.Import:output_type -> slotd.v1.ImportResponse
-	16, // 26: slotd.v1.Store.ImportStatus:output_type -> slotd.v1.ImportStatusResponse
-	18, // 27: slotd.v1.Store.Fence:output_type -> slotd.v1.FenceResponse
-	21, // 28: slotd.v1.Store.Unfence:output_type -> slotd.v1.UnfenceResponse
-	24, // 29: slotd.v1.Store.SlotStats:output_type -> slotd.v1.SlotStatsResponse
-	26, // 30: slotd.v1.Store.DropSlot:output_type -> slotd.v1.DropSlotResponse
-	28, // 31: slotd.v1.Store.Checksum:output_type -> slotd.v1.ChecksumResponse
-	21, // [21:32] is the sub-list for method output_type
-	10, // [10:21] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	19, // 9: slotd.v1.SlotStat.rates:type_name -> slotd.v1.SlotRates
+	23, // 10: slotd.v1.SlotStatsResponse.slots:type_name -> slotd.v1.SlotStat
+	3,  // 11: slotd.v1.Store.Export:input_type -> slotd.v1.ExportRequest
+	5,  // 12: slotd.v1.Store.SetExportRate:input_type -> slotd.v1.SetExportRateRequest
+	7,  // 13: slotd.v1.Store.Changes:input_type -> slotd.v1.ChangesRequest
+	9,  // 14: slotd.v1.Store.EndCapture:input_type -> slotd.v1.EndCaptureRequest
+	13, // 15: slotd.v1.Store.Import:input_type -> slotd.v1.ImportRequest
+	15, // 16: slotd.v1.Store.ImportStatus:input_type -> slotd.v1.ImportStatusRequest
+	17, // 17: slotd.v1.Store.Fence:input_type -> slotd.v1.FenceRequest
+	20, // 18: slotd.v1.Store.Unfence:input_type -> slotd.v1.UnfenceRequest
+	22, // 19: slotd.v1.Store.SlotStats:input_type -> slotd.v1.SlotStatsRequest
+	25, // 20: slotd.v1.Store.DropSlot:input_type -> slotd.v1.DropSlotRequest
+	27, // 21: slotd.v1.Store.Checksum:input_type -> slotd.v1.ChecksumRequest
+	4,  // 22: slotd.v1.Store.Export:output_type -> slotd.v1.ExportBatch
+	6,  // 23: slotd.v1.Store.SetExportRate:output_type -> slotd.v1.SetExportRateResponse
+	8,  // 24: slotd.v1.Store.Changes:output_type -> slotd.v1.ChangeBatch
+	10, // 25: slotd.v1.Store.EndCapture:output_type -> slotd.v1.EndCaptureResponse
+	14, // 26: slotd.v1.Store.Import:output_type -> slotd.v1.ImportResponse
+	16, // 27: slotd.v1.Store.ImportStatus:output_type -> slotd.v1.ImportStatusResponse
+	18, // 28: slotd.v1.Store.Fence:output_type -> slotd.v1.FenceResponse
+	21, // 29: slotd.v1.Store.Unfence:output_type -> slotd.v1.UnfenceResponse
+	24, // 30: slotd.v1.Store.SlotStats:output_type -> slotd.v1.SlotStatsResponse
+	26, // 31: slotd.v1.Store.DropSlot:output_type -> slotd.v1.DropSlotResponse
+	28, // 32: slotd.v1.Store.Checksum:output_type -> slotd.v1.ChecksumResponse
+	22, // [22:33] is the sub-list for method output_type
+	11, // [11:22] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_slotdv1_store_proto_init() }
