@@ -30,8 +30,11 @@
 //   - bytes balances the bytes held, ops the requests per second (reads +
 //     writes). auto (the default) balances both: a node is inside the band
 //     only when both its bytes and its ops ratios are; the plan first
-//     reduces the bytes imbalance (every move checked in ops too, and a
-//     recipient's ops kept within half the band of its bytes), then both.
+//     reduces the bytes imbalance (every move checked in ops too), then
+//     both. A move may not take the recipient's bytes and ops ratios
+//     further apart than half the band: a slot moves at most once a plan,
+//     so a node filled first with big, quiet slots could never trade them
+//     for the busy ones its ops still need (nor the other way round).
 //     With no load for any node that owns slots (a node owning nothing
 //     measures nothing), auto balances slot counts and says so, while
 //     bytes and ops are refused (ErrNoLoad); with loads that hold no data

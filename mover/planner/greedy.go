@@ -3,6 +3,7 @@ package planner
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 )
@@ -242,14 +243,14 @@ func (b *balancer) gives(s, i int) bool { return b.owner[s] == i && !b.moved[s] 
 // evaluate scores moving load x (per dimension) from donor d to taker t at
 // cost bytes; ok is false when the move is not allowed or gains nothing.
 func (b *balancer) evaluate(x vec, d, t int, cost float64) (gain, score float64, ok bool) {
-	// In the bytes phase of auto, the recipient's ops may not run ahead of
-	// its bytes by more than the aim: a node filled with hot slots first
-	// would have no room left in ops for the bytes it still needs.
-	lead := 0.0
-	for _, k := range b.gain {
-		if b.total[k] > 0 {
-			lead = max(lead, b.ratio(t, k)+x[k]/(b.nodes[t].share*b.total[k]))
-		}
+	// With more than one dimension, a move may not spread the recipient's
+	// ratios further apart than the aim (unless they were already): a
+	// slot moves at most once a plan, so a node filled first with big,
+	// quiet slots (or with small, busy ones) would have no room left in
+	// one dimension for what it still needs in the other, and could never
+	// give them back.
+	if spread, spread2 := b.spread(t, vec{}), b.spread(t, x); spread2 > max(spread, b.aim)+1e-12 {
+		return 0, 0, false
 	}
 	for _, k := range b.dims {
 		if b.total[k] <= 0 {
@@ -263,9 +264,6 @@ func (b *balancer) evaluate(x vec, d, t int, cost float64) (gain, score float64,
 		}
 		delta := b.penalty(rd) + b.penalty(rt) - b.penalty(rd2) - b.penalty(rt2)
 		if !slices.Contains(b.gain, k) {
-			if x[k] > 0 && rt2 > max(rt, lead+b.aim) {
-				return 0, 0, false
-			}
 			delta = min(0, delta) // a dimension not balanced yet may not get worse for free
 		}
 		gain += delta
@@ -274,6 +272,23 @@ func (b *balancer) evaluate(x vec, d, t int, cost float64) (gain, score float64,
 		return 0, 0, false
 	}
 	return gain, gain / cost, true
+}
+
+// spread is how far apart node t's ratios in the balanced dimensions (with
+// any load) would be with load x added: 0 with one dimension.
+func (b *balancer) spread(t int, x vec) float64 {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, k := range b.dims {
+		if b.total[k] <= 0 {
+			continue
+		}
+		r := b.ratio(t, k) + x[k]/(b.nodes[t].share*b.total[k])
+		lo, hi = min(lo, r), max(hi, r)
+	}
+	if hi < lo {
+		return 0
+	}
+	return hi - lo
 }
 
 func (b *balancer) fits(bytes int64) bool {
@@ -313,7 +328,19 @@ func (b *balancer) bestMove(d, t int, l *lists) candidate {
 	}
 	b.walk(l.density, 0, d, perList, try)
 	b.walk(l.light, 0, d, perList, try)
+	b.walkBack(l.light, d, perList, try) // ops-heavy, bytes-light first
 	return best
+}
+
+// walkBack calls try on up to n slots of list from its end that d still
+// gives.
+func (b *balancer) walkBack(list []int, d, n int, try func(int)) {
+	for i := len(list) - 1; i >= 0 && n > 0; i-- {
+		if b.gives(list[i], d) {
+			try(list[i])
+			n--
+		}
+	}
 }
 
 // walk calls try on up to n slots of list from index i on that d still gives.
