@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -264,68 +263,6 @@ func TestBoundedCap(t *testing.T) {
 	}
 }
 
-// TestReplicas: distinct nodes, as many as asked or as there are, zones
-// spread first, and every shorter list a prefix of a longer one.
-func TestReplicas(t *testing.T) {
-	zoned := []Node{
-		{ID: "a1", Weight: 1, Zone: "a"}, {ID: "a2", Weight: 2, Zone: "a"}, {ID: "a3", Weight: 1, Zone: "a"},
-		{ID: "b1", Weight: 1, Zone: "b"}, {ID: "b2", Weight: 1, Zone: "b"},
-		{ID: "c1", Weight: 3, Zone: "c"},
-		{ID: "solo", Weight: 1}, // empty zone: a zone of its own
-	}
-	cases := []struct {
-		name  string
-		nodes []Node
-		zones int
-	}{
-		{"no zones", numbered(6, 1), 6},
-		{"zones", zoned, 4},
-		{"one zone", []Node{{ID: "x", Weight: 1, Zone: "z"}, {ID: "y", Weight: 1, Zone: "z"}, {ID: "w", Weight: 2, Zone: "z"}}, 1},
-		{"one node", []Node{{ID: "only", Weight: 1}}, 1},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := mustNew(t, Config{VNodes: 32}, tc.nodes...)
-			zoneOf := map[string]string{}
-			for _, n := range tc.nodes {
-				zoneOf[n.ID] = n.Zone
-				if n.Zone == "" {
-					zoneOf[n.ID] = "own:" + n.ID
-				}
-			}
-			for _, key := range testKeys(500) {
-				full := r.ReplicasString(key, len(tc.nodes)+2)
-				if len(full) != len(tc.nodes) {
-					t.Fatalf("Replicas(%s, n+2) has %d nodes, want %d", key, len(full), len(tc.nodes))
-				}
-				if owner, _ := r.LookupString(key); full[0] != owner {
-					t.Fatalf("first replica %s is not the owner %s", full[0], owner)
-				}
-				seen := map[string]bool{}
-				for i, id := range full {
-					if seen[id] {
-						t.Fatalf("Replicas(%s) repeats %s: %v", key, id, full)
-					}
-					seen[id] = true
-					if i < tc.zones {
-						for _, prev := range full[:i] {
-							if zoneOf[prev] == zoneOf[id] {
-								t.Fatalf("Replicas(%s) = %v: %s shares a zone before every zone is used", key, full, id)
-							}
-						}
-					}
-				}
-				for k := 0; k <= len(tc.nodes)+1; k++ {
-					got := r.Replicas([]byte(key), k)
-					if want := full[:min(k, len(full))]; !slices.Equal(got, want) {
-						t.Fatalf("Replicas(%s, %d) = %v, not a prefix of %v", key, k, got, full)
-					}
-				}
-			}
-		})
-	}
-}
-
 // TestBalance is seed 004's statistical property: 128 vnodes, 10 nodes,
 // 100,000 keys, most loaded node at most 1.15 x the mean, for every hash.
 func TestBalance(t *testing.T) {
@@ -497,50 +434,5 @@ func TestLookupAllocs(t *testing.T) {
 				t.Errorf("%s %s: %.1f allocs per call, want 0", m.name, name, a)
 			}
 		}
-	}
-}
-
-// TestHolder: concurrent Updates never lose a change, and readers always see
-// a complete ring.
-func TestHolder(t *testing.T) {
-	h := NewHolder(mustNew(t, Config{VNodes: 8}))
-	const writers, each = 4, 10
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				id := "w" + strconv.Itoa(w) + "-" + strconv.Itoa(i)
-				if _, err := h.Update(func(r *Ring) (*Ring, error) { return r.Add(Node{ID: id, Weight: 1}) }); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Add(1)
-	go func() { // a reader racing the writers
-		defer wg.Done()
-		for range 200 {
-			r := h.Load()
-			if r.NumPoints() != 8*r.Len() {
-				t.Errorf("reader saw %d points for %d nodes", r.NumPoints(), r.Len())
-				return
-			}
-			r.LookupString("k")
-		}
-	}()
-	wg.Wait()
-	if got := h.Load().Len(); got != writers*each {
-		t.Fatalf("holder has %d nodes after %d adds", got, writers*each)
-	}
-	// A failing change keeps the current ring.
-	before := h.Load()
-	if _, err := h.Update(func(r *Ring) (*Ring, error) { return r.Remove("nope") }); !errors.Is(err, ErrUnknownNode) {
-		t.Fatalf("err = %v", err)
-	}
-	if h.Load() != before {
-		t.Fatal("a failed Update replaced the ring")
 	}
 }
