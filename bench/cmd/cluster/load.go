@@ -16,7 +16,7 @@ import (
 	"github.com/slotd/slotd/api/slotdv1"
 )
 
-// The load item (issue 14): a skewed workload on a real cluster, 3 -> 4
+// The load item (load-aware planning): a skewed workload on a real cluster, 3 -> 4
 // nodes, planned by slot counts (the policy of redis-cli --cluster
 // rebalance) and by measured load; then one hash tag turns hot enough that
 // no move can fix it, and the plan names it.
@@ -244,7 +244,7 @@ func itemLoad(ctx context.Context, c *config, shm string, w io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(w, "## Load-aware planning (issue 14)\n\n")
+	fmt.Fprintf(w, "## Load-aware planning\n\n")
 	fmt.Fprintf(w, "Load average %s at the start. A real cluster (slotd and four slotkv processes, n4 empty), %d keys of %d B to %d B (%.0f MB), "+
 		"%d requests/s (90%% reads) with Zipf s=%.1f popularity over the keys and %d keys under the hash tag {%s} carrying 15%% of requests; "+
 		"nodes report load every 1 s and the ratios are the ~10 minute averages slotd keeps. Ratios are load over the node's fair share "+

@@ -1,4 +1,4 @@
-// Command cluster runs items 2-6 of issue 10 against real processes on
+// Command cluster runs items 2-6 of bench/RESULTS.md against real processes on
 // 127.0.0.1: slotd (embedded etcd) and slotkv nodes from bin/, and Redis
 // Cluster (Debian's redis-server and redis-cli), and prints Markdown
 // sections for bench/RESULTS.md. Every process it starts is stopped before
@@ -76,11 +76,11 @@ func main() {
 	flag.IntVar(&c.rebalanceKeys, "rebalance-keys", 200_000, "item 3: keys of 100 B over the cluster")
 	flag.IntVar(&c.runs, "runs", 3, "item 2: runs per case (the median is reported)")
 	flag.IntVar(&c.emptyMoves, "empty-moves", 30, "item 3: empty-slot moves each way")
-	flag.BoolVar(&c.emptyMovesOnly, "empty-moves-only", false, "item 3: run only the empty-slot moves (issue 19 item 2's row), no Redis and no rebalance")
+	flag.BoolVar(&c.emptyMovesOnly, "empty-moves-only", false, "item 3: run only the empty-slot moves (the empty-slot move's row), no Redis and no rebalance")
 	flag.IntVar(&c.rebalanceParallelism, "rebalance-parallelism", 0, "item 3: slotd --move-parallelism (0: slotd's defaults, no flag; 1: strictly one move at a time)")
 	flag.DurationVar(&c.rebalanceReportInterval, "rebalance-report-interval", 0, "item 3: slotkv --load-report-interval (0: slotkv's default, 10s); the harness waits for every node's report after the load before each rebalance")
 	flag.BoolVar(&c.rebalanceDurable, "rebalance-durable", false, "item 3: slotkv --fsync=true on disk (default: fsync off on tmpfs, our fastest)")
-	flag.StringVar(&items, "items", "2,3,4,5,6,load", "items of issue 10 to run (4 and 5 need 2), and load (issue 14: load-aware planning)")
+	flag.StringVar(&items, "items", "2,3,4,5,6,load", "items of bench/RESULTS.md to run (4 and 5 need 2), and load (load-aware planning)")
 	flag.Parse()
 	c.items = map[string]bool{}
 	for it := range strings.SplitSeq(items, ",") {
@@ -162,7 +162,7 @@ func itemPropagation(ctx context.Context, c *config, w io.Writer) error {
 	}
 	p50, p99, slowest := benchMetric(out, "p50-ms"), benchMetric(out, "p99-ms"), benchMetric(out, "max-ms")
 	sp50, sp99, cpu := benchMetric(out, "send-p50-ms"), benchMetric(out, "send-p99-ms"), benchMetric(out, "cpu-ms/commit")
-	// Issue 19 item 4: p99 <= 50 ms. The ratio is target / measured p99.
+	// The propagation target: p99 <= 50 ms. The ratio is target / measured p99.
 	const target = 50.0
 	verdict, rat := "target not measured", "-"
 	if v, err := strconv.ParseFloat(p99, 64); err == nil && v > 0 {
@@ -175,7 +175,7 @@ func itemPropagation(ctx context.Context, c *config, w io.Writer) error {
 	propagation = row{"map propagation: directory commit -> 1,000 SDK watchers in one process, p50 / p99 of 200 commits " +
 		"(in brackets: the slowest commit; the commit -> the last of the 1,000 streams' Send returned, slotd's part, p50 / p99; the process's CPU per commit; the load average)",
 		p50 + " ms / " + p99 + " ms (slowest " + slowest + " ms; Send " + sp50 + " / " + sp99 + " ms; CPU " + cpu + " ms; load " + loadavg() + "): " + verdict,
-		"target p99 <= 50 ms (issue 19 item 4). Redis: n/a, a Redis Cluster client learns a move only from the MOVED or ASK of its next request to the slot",
+		"target p99 <= 50 ms. Redis: n/a, a Redis Cluster client learns a move only from the MOVED or ASK of its next request to the slot",
 		rat, "`" + cmd + "` (from the repository root)"}
 	return nil
 }
@@ -195,12 +195,12 @@ func benchMetric(out, unit string) string {
 // applies when the operator set none.
 const slotdDefaultThrottle = 50_000_000
 
-// moveTargetRatio is issue 19 item 3: one slot of 20,000 x 1 KiB, durable,
+// moveTargetRatio is the one-slot move target: one slot of 20,000 x 1 KiB, durable,
 // at least this many times faster than Redis's best reshard of it.
 const moveTargetRatio = 1.3
 
-// printMoveTarget says whether the durable 1 KiB row meets issue 19 item 3,
-// and how the copy it measures works.
+// printMoveTarget says whether the durable 1 KiB row meets the one-slot
+// move target, and how the copy it measures works.
 func printMoveTarget(w io.Writer, name string, ours, redis time.Duration, p int, runs []time.Duration) {
 	met := "**not met**"
 	if ours > 0 && redis.Seconds()/ours.Seconds() >= moveTargetRatio {
@@ -210,7 +210,7 @@ func printMoveTarget(w io.Writer, name string, ours, redis time.Duration, p int,
 	for _, d := range runs {
 		each = append(each, fmtDur(d))
 	}
-	fmt.Fprintf(w, "\nTarget (issue 19 item 3): one slot of %s, ours durable, at least %.1fx faster than Redis's best, i.e. ours <= %s against Redis's %s (P=%d) in this run. "+
+	fmt.Fprintf(w, "\nTarget: one slot of %s, ours durable, at least %.1fx faster than Redis's best, i.e. ours <= %s against Redis's %s (P=%d) in this run. "+
 		"Measured: %s (median of %s), ratio %s: %s. "+
 		"How the copy runs: the mover relays each export batch to the target as the bytes the source encoded (every key still checked against the slot, in place; no decode and re-encode in the mover), "+
 		"export batches that wait while the target is busy go in one import of up to 4 MiB (the target's receive limit; fewer commits and fsyncs on a durable target), two imports are in flight (the next one's transfer and decoding on the target overlap the current one's commit; the target applies them in order), the target reads an import's entries in place (views of the received buffer handed to the store, no decode into messages; `node.ServerOptions`), and slotkv commits an import batch at once (not after bbolt's 1 ms group-commit wait) and clears the slot before the first batch without a commit when it holds nothing. "+
@@ -316,7 +316,7 @@ func itemMoveOne(ctx context.Context, c *config, w io.Writer) error {
 		}
 	}
 	ours := map[string]map[bool]time.Duration{}
-	var targetRuns []time.Duration // the durable 1 KiB runs (issue 19 item 3)
+	var targetRuns []time.Duration // the durable 1 KiB runs (the one-slot move target)
 	before, _ := oc.metrics()
 	var afterDurable map[string]float64
 	impacts := map[bool]impact{}
@@ -420,7 +420,7 @@ func itemMoveOne(ctx context.Context, c *config, w io.Writer) error {
 	}
 	if c.items["5"] {
 		fmt.Fprintf(w, "### 5. Throttle accuracy\n\n")
-		fmt.Fprintf(w, "Target (issue 19, item 5): while a plan copies continuously, every 1-s window within 5%% of the setting, at 5 and 20 MB/s. "+
+		fmt.Fprintf(w, "Target: while a plan copies continuously, every 1-s window within 5%% of the setting, at 5 and 20 MB/s. "+
 			"`slotctl throttle RATE` (Admin.SetThrottle), then, per rate, a plan moving slots of %d MiB (values of 64 KiB, loaded on n1 before the nodes turned durable) from n1 to n2 "+
 			"at slotd's defaults: n1 copies one of them at a time, the next begun and waiting, for about %d s. slotkv durable (`--fsync=true`). "+
 			"slotd's `slotd_mover_bytes_moved_total` (bytes applied on the target) scraped from /metrics every second from the Apply to the plan's end; "+

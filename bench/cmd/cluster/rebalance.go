@@ -141,7 +141,7 @@ func itemRebalance(ctx context.Context, c *config, shm string, w io.Writer) erro
 	if c.rebalanceReportInterval > 0 {
 		benchCmd = strings.TrimSuffix(benchCmd, "`") + fmt.Sprintf(" -rebalance-report-interval %v`", c.rebalanceReportInterval)
 	}
-	// Issue 19, item 1: faster than redis-cli at slotd's defaults, with the
+	// The rebalance target: faster than redis-cli at slotd's defaults, with the
 	// cutover pause p99 within 20 ms (a histogram bucket bound at or below
 	// it: the bound is what the metric can show). Judged on both plans.
 	verdict := func(r rebalanceRun) (string, bool) {
@@ -163,7 +163,7 @@ func itemRebalance(ctx context.Context, c *config, shm string, w io.Writer) erro
 	metAuto, _ := verdict(auto)
 	metSlots, _ := verdict(bySlots)
 	fmt.Fprintf(w, "### 3. Rebalancing 3 -> 4 nodes, %d keys x 100 B\n\n", c.rebalanceKeys)
-	fmt.Fprintf(w, "Target (issue 19, item 1): `slotctl rebalance --yes` with slotd's defaults faster than `redis-cli --cluster rebalance`, "+
+	fmt.Fprintf(w, "Target: `slotctl rebalance --yes` with slotd's defaults faster than `redis-cli --cluster rebalance`, "+
 		"with the cutover write pause p99 <= 20 ms. This run: `slotctl rebalance --yes` (slotd's default plan, which %s; %s): %s (%s vs Redis %s, ratio %s; pause p99 ≤ %s); "+
 		"`slotctl rebalance --yes --balance-by slots` (slot counts, like redis-cli: %s): %s (%s, ratio %s; pause p99 ≤ %s).\n\n",
 		planBalance(auto.plan), movesText(auto, "n4"), metAuto, fmtDur(auto.took), fmtDur(redisTook), ratio(redisTook.Seconds(), auto.took.Seconds()), fmtDur(time.Duration(auto.cut99*1e9)),
@@ -383,7 +383,7 @@ func bytesText(n uint64) string {
 	return mb(n)
 }
 
-// emptyMoveTarget is issue 19 item 2's bound on an empty slot's move, end
+// emptyMoveTarget is the target bound on an empty slot's move, end
 // to end (the protocol alone: <= 3 ms, mover BenchmarkEmptySlotMove).
 const emptyMoveTarget = 5 * time.Millisecond
 
@@ -394,7 +394,7 @@ func emptyMoveRow(p50, p99 time.Duration, benchCmd string) row {
 		met = "NOT met"
 	}
 	return row{
-		fmt.Sprintf("empty-slot move end to end (per-slot control overhead), p50 / p99; target (issue 19 item 2): p50 <= %s: %s", fmtDur(emptyMoveTarget), met),
+		fmt.Sprintf("empty-slot move end to end (per-slot control overhead), p50 / p99; target: p50 <= %s: %s", fmtDur(emptyMoveTarget), met),
 		fmtDur(p50) + " / " + fmtDur(p99), fmtDur(emptyMoveTarget) + " (target)", ratio(emptyMoveTarget.Seconds(), p50.Seconds()),
 		"Admin.Move (`slotctl move SLOT --to ID`) until the SDK map shows it; " + benchCmd,
 	}

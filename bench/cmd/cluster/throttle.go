@@ -12,7 +12,7 @@ import (
 	"github.com/slotd/slotd/slots"
 )
 
-// Item 5 (issue 19, item 5): while a plan copies continuously from one
+// Item 5, the throttle's accuracy target: while a plan copies continuously from one
 // donor, every 1-s window within 5% of the throttle, at 5 and 20 MB/s.
 // Each rate gets its own plan of slots holding data, all on n1, moved to
 // n2 at slotd's defaults (a donor copies one slot holding data at a time,

@@ -1,5 +1,5 @@
 // Command planner measures mover/planner on 1,000 nodes x 16,384 slots
-// (issue 10, item 7): the time to compute a plan and its number of moves
+// (bench/RESULTS.md item 7): the time to compute a plan and its number of moves
 // against the theoretical minimum, computed here independently of the
 // planner. It prints a Markdown section for bench/RESULTS.md.
 //

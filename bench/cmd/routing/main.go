@@ -1,6 +1,6 @@
 // Command routing measures key -> owner lookup of slotd's SDK against the Go
-// ring libraries an application would otherwise embed (issue 10, item 1), and
-// prints a Markdown section for bench/RESULTS.md.
+// ring libraries an application would otherwise embed, and prints a
+// Markdown section for bench/RESULTS.md (item 1).
 //
 // Every case runs in the same process, in rounds: each round runs every case
 // once with testing.Benchmark, starting one case further along than the
@@ -8,8 +8,8 @@
 // all cases instead of landing on one. The figure kept is the median over
 // rounds. Ratios are peer / ours: above 1 means slotd's SDK is faster.
 //
-// Issue 19's item 6 (Route within 1.5x of the bare hash at 10 and 1,000
-// nodes in every run) is measured side by side as well: pairs of short
+// Route's target (within 1.5x of the bare hash at 10 and 1,000 nodes in
+// every run) is measured side by side as well: pairs of short
 // chunks, one of the floor and one of Route, the ratio taken within each
 // pair (measurePaired). The same rounds also run Route and the floor from
 // 1, 2 and 4 goroutines at once (ns/op per goroutine). The paired ratio is
@@ -152,10 +152,10 @@ func main() {
 			}
 		}
 	}
-	fmt.Fprintf(out, "\nAgainst the targets of issue 10 (faster than every peer at 1,000 nodes, within 1.5x of the bare hash, 0 allocs):\n\n%s\n", strings.Join(checks, "\n"))
+	fmt.Fprintf(out, "\nAgainst the routing targets (faster than every peer at 1,000 nodes, within 1.5x of the bare hash, 0 allocs):\n\n%s\n", strings.Join(checks, "\n"))
 
 	procs, cpus := gomaxprocs()
-	fmt.Fprintf(out, "\n#### Issue 19, item 6: Route within 1.5x of the bare hash at 10 and 1,000 nodes in every run\n\n"+
+	fmt.Fprintf(out, "\n#### Route within 1.5x of the bare hash at 10 and 1,000 nodes in every run\n\n"+
 		"Measured side by side: %d pairs of chunks, each chunk one timed pass over the %d keys (about 0.1 ms) after an untimed one, one chunk of the floor "+
 		"(`xxhash.Sum64(key)`) and one of `client.Route(key)` then `Owner()`, back to back in alternating order, in the same loop "+
 		"over the same keys (each loop adds a word of every result to a local sum: the hash, or the owner's length). "+
@@ -355,7 +355,8 @@ func setup(n int, keys [][]byte, skeys []string) ([]benchCase, item6Loops, map[s
 	return cases, loops, build, sdk.Client, sdk.Close, nil
 }
 
-// item6Loops are the two loops issue 19's item 6 compares.
+// item6Loops are the two loops Route's target (within 1.5x of the bare
+// hash) compares.
 type item6Loops struct{ floor, ours loop }
 
 // makeLoops returns the floor and Route as loops (see loop) over keys
@@ -442,8 +443,8 @@ func newSlotTable(m *slotmap.Map, names []string) *slotTable {
 }
 
 // report prints the rows for n nodes and returns the check against the
-// targets of issue 10: faster than every peer, within 1.5x of the bare
-// hash (the paired ratio p, the same as issue 19's item 6), no allocation.
+// routing targets: faster than every peer, within 1.5x of the bare hash
+// (the paired ratio p, measured side by side), no allocation.
 func report(w io.Writer, n int, cases []benchCase, res []result, p pairedResult, command string) string {
 	oursAt := slices.IndexFunc(cases, func(c benchCase) bool { return c.name == ours })
 	floorAt := slices.IndexFunc(cases, func(c benchCase) bool { return c.name == floor })
