@@ -64,7 +64,7 @@ fuzz: ## every Fuzz* target for 1m each (FUZZTIME=10m for a longer hunt)
 bench: ## run the Go benchmarks; output is benchstat input
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 90m ./... | tee bench.txt
 
-bench-compare: build redis ## side-by-side benchmarks against peer libraries and Redis Cluster (issue 10): writes bench/RESULTS.md, ~8 min
+bench-compare: build redis ## side-by-side benchmarks against peer libraries and Redis Cluster: writes bench/RESULTS.md, ~8 min
 	cd bench && GO=$(GO) ./compare.sh
 
 redis: ## install Debian's redis-server and redis-tools (the peer of bench-compare) when missing

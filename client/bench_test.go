@@ -63,7 +63,7 @@ func BenchmarkRoute(b *testing.B) {
 		}
 		_ = sink
 	})
-	// The floor of issue 19's target (Route within 1.5x of the bare hash):
+	// The floor of Route's target (within 1.5x of the bare hash):
 	// xxhash64 of the same keys in the same loop.
 	b.Run("bytes16-cycled-floor-xxhash", func(b *testing.B) {
 		b.ReportAllocs()
@@ -95,7 +95,7 @@ func cycledKeys() [][]byte {
 }
 
 // routeKeySets are the keys BenchmarkRouteVsFloor compares Route and the
-// floor on: 16 bytes (issue 19 item 6's keys, `user:` and 11 digits) and
+// floor on: 16 bytes (the target's keys, `user:` and 11 digits) and
 // other lengths, inside and outside Route's inline path (8-16 bytes with no
 // byte >= '{'), and keys with a hash tag, which take slots.ForKey's scan.
 var routeKeySets = []struct {
@@ -113,8 +113,8 @@ var routeKeySets = []struct {
 	{"tagged17", func(i int) string { return fmt.Sprintf("{user:%05d}:cart", i) }},
 }
 
-// BenchmarkRouteVsFloor measures issue 19's item 6 (Route within 1.5x of
-// the bare hash) side by side, for each key set of routeKeySets (the target
+// BenchmarkRouteVsFloor measures Route's target (within 1.5x of the bare
+// hash) side by side, for each key set of routeKeySets (the target
 // is stated for bytes16; the others show what other keys get): each
 // iteration times one pass over 16,384 distinct keys with xxhash.Sum64 and
 // one with Route then Owner (the same loop shape, alternating which goes

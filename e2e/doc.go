@@ -1,5 +1,6 @@
 // Package e2e runs slotd's real binaries as separate processes and checks
-// the guarantees of DESIGN.md under faults.
+// the guarantees README.md states (listed, with where each is tested, in
+// docs/architecture.md) under faults.
 //
 // Every scenario runs a real three-member etcd cluster as three `slotd etcd`
 // processes (our embedded-etcd runner rather than Debian's etcd-server: the

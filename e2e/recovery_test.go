@@ -23,7 +23,7 @@ import (
 	"github.com/slotd/slotd/slots"
 )
 
-// Scenarios 9 (a)-(d), issue 18: stores clean up after themselves and a
+// Scenarios 9 (a)-(d): stores clean up after themselves and a
 // node can be lost for good. Nodes reconcile fast here (every 500ms, after
 // a 1s grace; the defaults are 15s and 30s) and slotd marks a silent node
 // down after 2s, so that the scenarios take seconds, not minutes.

@@ -158,8 +158,8 @@ func TestThrottledBatch(t *testing.T) {
 // TestThrottledExportWindows: an export sending batches of the size
 // throttledBatch gives (what Export does) carries, in every whole second
 // after the first, within 5% of the rate, counting each batch when it is
-// sent: issue 19's throttle target at 5 and 20 MB/s, and the default
-// 50 MB/s.
+// sent: the throttle's accuracy target (every 1-s window within 5% of the
+// setting) at 5 and 20 MB/s, and the default 50 MB/s.
 func TestThrottledExportWindows(t *testing.T) {
 	for _, rate := range []int64{5_000_000, 20_000_000, 50_000_000} {
 		t.Run(fmt.Sprintf("%dMB/s", rate/1_000_000), func(t *testing.T) {

@@ -2,9 +2,10 @@
 // produces slotd's initial slot assignment, and a drop-in for teams that
 // still route keys with rings.
 //
-// It reproduces the ring of seed 000 bit for bit (the Seed000 point hash,
-// pinned by testdata/ring_seed000.tsv) and seed 001's md5 ring (the MD5 point
-// hash with Config.StrictSuccessor, pinned by its table), and adds named
+// It reproduces the reference ring bit for bit (the Seed000 point hash,
+// pinned by testdata/ring_seed000.tsv) and the md5 ring of the published
+// ring simulation (the MD5 point hash with Config.StrictSuccessor, pinned by
+// its table), and adds named
 // nodes with weights and zones, zone-aware replica sets, bounded-load
 // lookups, and, beside the ring, rendezvous hashing and jump hashing.
 //

@@ -33,7 +33,7 @@ func Example() {
 	// cache-2
 }
 
-// The seed 000 reference ring: node ids are decimal uint32s, and one point
+// The reference ring (Seed000): node ids are decimal uint32s, and one point
 // per unit of weight gives each node exactly Weight points.
 func Example_seed000() {
 	var nodes []ringcompat.Node

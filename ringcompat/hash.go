@@ -46,8 +46,8 @@ var XXHash = PointHash{
 	cmpID:   strings.Compare,
 }
 
-// Seed000 is the reference ring of seed 000, bit for bit: a key sits at
-// HashBytes(key) and the i-th point of node n sits at
+// Seed000 is the hash of the reference ring (a Rust implementation), bit
+// for bit: a key sits at HashBytes(key) and the i-th point of node n sits at
 // Mix(HashBytes(n as 4 little-endian bytes) ^ Mix(i+1)). Node ids must be
 // canonical decimal uint32s ("0", "17", never "017").
 var Seed000 = PointHash{
@@ -80,10 +80,10 @@ var Seed000 = PointHash{
 	},
 }
 
-// MD5 is the hash of seed 001's simulation: a key sits at the first 16 hex
+// MD5 is the hash of the published md5 ring simulation: a key sits at the first 16 hex
 // digits of md5(key) read as a uint64 (the first 8 digest bytes, big-endian)
 // and the i-th point of node id at the same of md5(id + "#" + decimal(i)).
-// Seed 001 takes the first point strictly greater than the key's hash
+// That simulation takes the first point strictly greater than the key's hash
 // (Python's bisect.bisect); set Config.StrictSuccessor to reproduce it.
 var MD5 = PointHash{
 	name:   "md5",
@@ -165,7 +165,7 @@ func (h PointHash) Points(id string, n int) ([]uint64, error) {
 	return h.points(make([]uint64, 0, n), id, n), nil
 }
 
-// Mix is the splitmix64 finalizer of seed 000: nearby inputs land far apart.
+// Mix is the reference ring's splitmix64 finalizer: nearby inputs land far apart.
 func Mix(z uint64) uint64 {
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
@@ -177,7 +177,7 @@ const (
 	fnvPrime  = 0x100000001b3
 )
 
-// HashBytes is seed 000's hash_bytes: FNV-1a 64 over b, then Mix.
+// HashBytes is the reference ring's hash_bytes: FNV-1a 64 over b, then Mix.
 func HashBytes(b []byte) uint64 {
 	h := uint64(fnvOffset)
 	for _, x := range b {

@@ -91,7 +91,7 @@ func contains(s []uint32, v uint32) bool {
 	return false
 }
 
-// BoundedCap is the capacity of seed 000's bounded-load lookup: with the given
+// BoundedCap is the capacity of the reference ring's bounded-load lookup: with the given
 // per-node loads, the next key may go to a node whose load is below
 // ceil((1+eps) * (sum(load)+1) / len(load)).
 func BoundedCap(load []uint64, eps float64) uint64 {
@@ -102,7 +102,7 @@ func BoundedCap(load []uint64, eps float64) uint64 {
 	return uint64(math.Ceil((1 + eps) * float64(total) / float64(len(load))))
 }
 
-// LookupBounded is seed 000's bounded-load lookup (Mirrokni, Thorup and
+// LookupBounded is the reference ring's bounded-load lookup (Mirrokni, Thorup and
 // Zadimoghaddam): the first node clockwise from key's successor whose load is
 // below BoundedCap(load, eps). load[i] is the current load of node i in Nodes
 // order; weights do not change the cap. The caller records the placement.

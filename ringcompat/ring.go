@@ -7,8 +7,9 @@ import (
 )
 
 // DefaultVNodes is the number of points per unit of weight when Config.VNodes
-// is zero. Seed 000: the load spread is about 1/sqrt(v); 128 keeps the most
-// loaded of 10 nodes within about 10% of the mean.
+// is zero. As the reference ring found, the load spread is about
+// 1/sqrt(v); 128 keeps the most loaded of 10 nodes within about 10% of the
+// mean.
 const DefaultVNodes = 128
 
 // MaxPoints bounds the points of one ring (sum of VNodes*Weight) so that a
@@ -35,8 +36,9 @@ type Config struct {
 	// DefaultVNodes.
 	VNodes int
 	// StrictSuccessor makes a key's successor the first point strictly
-	// greater than the key's hash (seed 001, Python's bisect.bisect) instead
-	// of the first point at or after it (seed 000). It only matters when a key
+	// greater than the key's hash (the md5 ring simulation's Python
+	// bisect.bisect) instead of the first point at or after it (the reference
+	// ring's rule). It only matters when a key
 	// hashes exactly onto a point.
 	StrictSuccessor bool
 }
@@ -271,7 +273,7 @@ func (r *Ring) Remove(ids ...string) (*Ring, error) {
 func (r *Ring) successor(h uint64) int {
 	if r.cfg.StrictSuccessor {
 		// First point > h is first point >= h+1. At h = max, h+1 wraps to 0,
-		// whose successor is the smallest point: the wrap seed 001 makes too.
+		// whose successor is the smallest point: the wrap bisect makes too.
 		h++
 	}
 	keys := r.keys

@@ -51,8 +51,8 @@ func owners(r *Ring, keys []string) []string {
 	return out
 }
 
-// TestRemoveMovesOnlyItsKeys and TestAddMovesOnlyOntoNew are seed 004's exact
-// properties: zero keys of surviving nodes change hands on a removal, and
+// TestRemoveMovesOnlyItsKeys and TestAddMovesOnlyOntoNew are the ring's
+// exact properties: zero keys of surviving nodes change hands on a removal, and
 // every key that moves on an addition lands on the newcomer.
 func TestRemoveMovesOnlyItsKeys(t *testing.T) {
 	keys := testKeys(20_000)
@@ -170,7 +170,7 @@ func sameRing(t *testing.T, want, got *Ring) {
 }
 
 // TestSeed000Reference checks the Ring against a direct, naive transcription
-// of seed 000's Rust code on many keys, for lookup, replicas and bounded
+// of the reference ring's Rust code on many keys, for lookup, replicas and bounded
 // lookup, including uneven vnode counts and non-dense ids.
 func TestSeed000Reference(t *testing.T) {
 	type point struct {
@@ -235,7 +235,7 @@ func TestSeed000Reference(t *testing.T) {
 		i, _ := r.Index(got)
 		load[i]++
 	}
-	// With eps = 0.25 no node ends above 1.25 x the average (seed 000).
+	// With eps = 0.25 no node ends above 1.25 x the average (the reference ring's bound).
 	mean := 3000.0 / float64(len(ids))
 	if hi := float64(slices.Max(load)); hi > math.Ceil(1.25*(mean+1)) {
 		t.Errorf("bounded max load %.0f above 1.25 x mean %.1f", hi, mean)
@@ -263,7 +263,7 @@ func TestBoundedCap(t *testing.T) {
 	}
 }
 
-// TestBalance is seed 004's statistical property: 128 vnodes, 10 nodes,
+// TestBalance is the ring's statistical property: 128 vnodes, 10 nodes,
 // 100,000 keys, most loaded node at most 1.15 x the mean, for every hash.
 func TestBalance(t *testing.T) {
 	keys := testKeys(100_000)

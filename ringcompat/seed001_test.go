@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-// TestSeed001Table reproduces seed 001's table exactly: 100,000 keys user:i on
+// TestSeed001Table reproduces the published md5 ring simulation's table
+// exactly: 100,000 keys user:i on
 // servers server0..server3, then server4 added, with keys and points hashed
 // by the first 16 hex digits of md5 and Python's bisect.bisect (first point
 // strictly greater) as the successor. It pins the MD5 hash mode.

@@ -28,7 +28,7 @@ type SimConfig struct {
 	Nodes int // servers before the add, > 0
 	Add   int // servers added, >= 0
 	// VNodes lists the points per server of the rings to simulate, one row
-	// each; nil means seed 001's 1 and 100.
+	// each; nil means 1 and 100, the published md5 ring simulation's sizes.
 	VNodes []int
 	// Hash places keys for hash % N and keys and points on the rings. Zero
 	// means XXHash. The fixed-slot row always uses the slot function.
@@ -40,7 +40,8 @@ type SimConfig struct {
 	Rebalance func(owners []string, nodes []Node) ([]string, error)
 }
 
-// DefaultSimVNodes are seed 001's ring sizes.
+// DefaultSimVNodes are the ring sizes of the published md5 ring simulation
+// (a Python script that hashes with md5 and places keys with bisect).
 var DefaultSimVNodes = []int{1, 100}
 
 func (c SimConfig) withDefaults() SimConfig {
@@ -112,7 +113,7 @@ type SimResult struct {
 
 // Simulate counts, for each placement scheme, the keys that change server
 // when cfg.Add servers join cfg.Nodes, and the keys per server before and
-// after. It is seed 001's experiment, generalised, and reproduces its table
+// after. It is the published md5 ring simulation, generalised, and reproduces its table
 // with Hash MD5, 100,000 keys, 4 nodes, 1 added, VNodes 1 and 100.
 //
 // The schemes:
@@ -122,7 +123,8 @@ type SimResult struct {
 //     points each. Server s is "server{s}", so its points sit at the hash of
 //     "server{s}#{r}", except with Seed000, whose points are defined on node
 //     numbers: there server s is node s. With MD5 a key goes to the first
-//     point strictly greater than its hash (seed 001); otherwise at or after.
+//     point strictly greater than its hash (as the md5 simulation's bisect
+//     does); otherwise at or after.
 //   - "fixed slots": key k is in slot slots.ForString(k). Before the add the
 //     slots are owned as InitialAssignment (DefaultVNodes) gives them, then
 //     balanced by cfg.Rebalance over the same nodes (the table of a running

@@ -1495,7 +1495,7 @@ type NodeBalance struct {
 	BytesAfter  uint64                 `protobuf:"varint,5,opt,name=bytes_after,json=bytesAfter,proto3" json:"bytes_after,omitempty"`
 	// Slots the node should own given its weight.
 	TargetSlots uint32 `protobuf:"varint,6,opt,name=target_slots,json=targetSlots,proto3" json:"target_slots,omitempty"`
-	// Measured load (issue 14): known when the node reported (or owns
+	// Measured load: known when the node reported (or owns
 	// nothing). Bytes held and requests per second, and each over the node's
 	// fair share (weight over the active nodes with known load) of the total.
 	LoadKnown     bool          `protobuf:"varint,30,opt,name=load_known,json=loadKnown,proto3" json:"load_known,omitempty"`

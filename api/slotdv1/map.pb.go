@@ -81,7 +81,7 @@ func (NodeState) EnumDescriptor() ([]byte, []int) {
 	return file_slotdv1_map_proto_rawDescGZIP(), []int{0}
 }
 
-// MovePhase is where one slot move stands (see DESIGN "Moving one slot").
+// MovePhase is where one slot move stands (README.md, "How a slot moves").
 type MovePhase int32
 
 const (

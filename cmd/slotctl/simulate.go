@@ -46,10 +46,10 @@ and the fewest/most keys on one server before and after:
                slots bootstrapped from the ring and balanced by the planner,
                then the planner's minimum-move plan for the new node set
 
-With --hash seed000 the ring points are seed 000's, for node numbers. "only to
-new" says whether every moved key went to an added server. No server is
-needed. With --hash md5 and the defaults it reproduces the table of seed 001
-(79.9% / 9.0% / 22.4%).
+With --hash seed000 the ring points are the reference ring's, for node numbers.
+"only to new" says whether every moved key went to an added server. No server
+is needed. With --hash md5 and the defaults it reproduces the table of the
+published md5 ring simulation (79.9% / 9.0% / 22.4%).
 
 -o json prints {"keys","nodes","add","hash","ideal_moved_pct","rows":[{"scheme",
 "vnodes","moved_pct","moved_keys","before":{"min","max"},"after":{"min","max"},

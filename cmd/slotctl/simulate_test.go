@@ -31,8 +31,8 @@ func TestSimulateGolden(t *testing.T) {
 	}
 }
 
-// TestSimulateSeed001 checks seed 001's published numbers through the JSON
-// form, so that a golden rewrite cannot quietly change them.
+// TestSimulateSeed001 checks the md5 ring simulation's published numbers
+// through the JSON form, so that a golden rewrite cannot quietly change them.
 func TestSimulateSeed001(t *testing.T) {
 	out, errOut, code := runCLI(t, append([]string{"-o", "json"}, seed001Args...)...)
 	if code != exitOK {
@@ -105,6 +105,6 @@ func TestSimulateUsage(t *testing.T) {
 func TestSimulateHelpExample(t *testing.T) {
 	out, _, code := runCLI(t, "simulate", "--help")
 	if code != exitOK || !strings.Contains(out, "slotctl simulate --keys 100000 --nodes 4 --add 1 --vnodes 1,100 --hash md5") {
-		t.Fatalf("exit %d, help without the seed 001 example:\n%s", code, out)
+		t.Fatalf("exit %d, help without the md5 simulation example:\n%s", code, out)
 	}
 }
