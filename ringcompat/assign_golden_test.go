@@ -1,7 +1,6 @@
 package ringcompat
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"flag"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/slotd/slotd/internal/vectors"
 )
 
 var rewrite = flag.Bool("rewrite", false, "regenerate testdata/initial_assignment.tsv from the current code")
@@ -99,30 +100,15 @@ func checkPinned(t *testing.T, path, tag string, nfields, want int, write func()
 			t.Fatal(err)
 		}
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	n := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") || line == "" {
-			continue
-		}
-		fields := strings.Split(line, "\t")
+	n := vectors.Read(t, path, func(_ string, fields []string) {
+		line := strings.Join(fields, "\t")
 		if len(fields) != nfields || fields[0] != tag {
 			t.Fatalf("bad line %q", line)
 		}
 		if got := render(fields); got != line {
 			t.Errorf("%s changed:\n got  %s\n want %s", path, got, line)
 		}
-		n++
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if n != want {
 		t.Errorf("%d pinned lines in %s, want %d (run with -rewrite after changing the list)", n, path, want)
 	}

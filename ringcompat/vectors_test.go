@@ -1,34 +1,22 @@
 package ringcompat
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/slotd/slotd/internal/vectors"
 )
 
 // loadRingVectors checks a ring_seed000.tsv file (format in its header)
 // against the Seed000 hash and returns how many lines it checked.
 func loadRingVectors(t *testing.T, path string) int {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatalf("open vectors: %v", err)
-	}
-	defer f.Close()
 	var r *Ring
-	n := 0
-	sc := bufio.NewScanner(f)
-	for line := 1; sc.Scan(); line++ {
-		text := sc.Text()
-		if strings.HasPrefix(text, "#") || strings.TrimSpace(text) == "" {
-			continue
-		}
-		fields := strings.Split(text, "\t")
-		where := path + ":" + strconv.Itoa(line)
+	return vectors.Read(t, path, func(where string, fields []string) {
 		switch {
 		case fields[0] == "H" && len(fields) == 3:
 			want, err := strconv.ParseUint(fields[2], 16, 64)
@@ -52,6 +40,7 @@ func loadRingVectors(t *testing.T, path string) int {
 				// The vector's per-node vnodes become the weight, at one point per unit.
 				nodes = append(nodes, Node{ID: id, Weight: vnodes})
 			}
+			var err error
 			r, err = New(Config{Hash: Seed000, VNodes: 1}, nodes...)
 			if err != nil {
 				t.Fatalf("%s: %v", where, err)
@@ -75,14 +64,9 @@ func loadRingVectors(t *testing.T, path string) int {
 				t.Errorf("%s: Replicas(%q, %d) = %v, want %v", where, key, len(want), got, want)
 			}
 		default:
-			t.Fatalf("%s: unknown line %q", where, text)
+			t.Fatalf("%s: unknown line %q", where, strings.Join(fields, "\t"))
 		}
-		n++
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	})
 }
 
 func TestSeed000Vectors(t *testing.T) {
@@ -94,18 +78,11 @@ func TestSeed000Vectors(t *testing.T) {
 // TestExtraVectors pins other implementations against ours: every
 // ring_seed000*.tsv in $SLOTD_EXTRA_VECTORS must match.
 func TestExtraVectors(t *testing.T) {
-	dir := os.Getenv("SLOTD_EXTRA_VECTORS")
-	if dir == "" {
-		t.Skip("SLOTD_EXTRA_VECTORS not set")
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "ring_seed000*.tsv"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := vectors.Extra(t, "ring_seed000*.tsv")
 	if len(files) == 0 {
 		// The variable is shared with the slots vectors; a directory holding
 		// only those is not an error here.
-		t.Skipf("SLOTD_EXTRA_VECTORS=%s holds no ring_seed000*.tsv", dir)
+		t.Skipf("%s=%s holds no ring_seed000*.tsv", vectors.ExtraEnv, os.Getenv(vectors.ExtraEnv))
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) { loadRingVectors(t, f) })

@@ -1,7 +1,6 @@
 package slots
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/hex"
 	"os"
@@ -11,55 +10,40 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/slotd/slotd/internal/vectors"
 )
 
-// loadVectors reads a slots.tsv file: key as hex, slot, xxhash64 of the hashed
-// part as hex.
+// loadVectors checks a slots.tsv file: key as hex, slot, xxhash64 of the
+// hashed part as hex.
 func loadVectors(t *testing.T, path string) int {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatalf("open vectors: %v", err)
-	}
-	defer f.Close()
-	n := 0
-	sc := bufio.NewScanner(f)
-	for line := 1; sc.Scan(); line++ {
-		text := sc.Text()
-		if strings.HasPrefix(text, "#") || strings.TrimSpace(text) == "" {
-			continue
-		}
-		fields := strings.Split(text, "\t")
+	return vectors.Read(t, path, func(where string, fields []string) {
 		if len(fields) != 3 {
-			t.Fatalf("%s:%d: want 3 tab-separated fields, got %d", path, line, len(fields))
+			t.Fatalf("%s: want 3 tab-separated fields, got %d", where, len(fields))
 		}
 		key, err := hex.DecodeString(fields[0])
 		if err != nil {
-			t.Fatalf("%s:%d: key: %v", path, line, err)
+			t.Fatalf("%s: key: %v", where, err)
 		}
 		wantSlot, err := strconv.Atoi(fields[1])
 		if err != nil {
-			t.Fatalf("%s:%d: slot: %v", path, line, err)
+			t.Fatalf("%s: slot: %v", where, err)
 		}
 		wantHash, err := strconv.ParseUint(fields[2], 16, 64)
 		if err != nil {
-			t.Fatalf("%s:%d: hash: %v", path, line, err)
+			t.Fatalf("%s: hash: %v", where, err)
 		}
 		if got := xxhash.Sum64(TaggedBytes(key)); got != wantHash {
-			t.Errorf("%s:%d: xxhash64(tagged(%q)) = %016x, want %016x", path, line, key, got, wantHash)
+			t.Errorf("%s: xxhash64(tagged(%q)) = %016x, want %016x", where, key, got, wantHash)
 		}
 		if got := ForKey(key).Int(); got != wantSlot {
-			t.Errorf("%s:%d: ForKey(%q) = %d, want %d", path, line, key, got, wantSlot)
+			t.Errorf("%s: ForKey(%q) = %d, want %d", where, key, got, wantSlot)
 		}
 		if got := ForString(string(key)).Int(); got != wantSlot {
-			t.Errorf("%s:%d: ForString(%q) = %d, want %d", path, line, key, got, wantSlot)
+			t.Errorf("%s: ForString(%q) = %d, want %d", where, key, got, wantSlot)
 		}
-		n++
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	})
 }
 
 func TestVectors(t *testing.T) {
@@ -71,16 +55,9 @@ func TestVectors(t *testing.T) {
 // TestExtraVectors pins other implementations against ours: every slots*.tsv
 // in $SLOTD_EXTRA_VECTORS must match.
 func TestExtraVectors(t *testing.T) {
-	dir := os.Getenv("SLOTD_EXTRA_VECTORS")
-	if dir == "" {
-		t.Skip("SLOTD_EXTRA_VECTORS not set")
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "slots*.tsv"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := vectors.Extra(t, "slots*.tsv")
 	if len(files) == 0 {
-		t.Fatalf("SLOTD_EXTRA_VECTORS=%s holds no slots*.tsv", dir)
+		t.Fatalf("%s=%s holds no slots*.tsv", vectors.ExtraEnv, os.Getenv(vectors.ExtraEnv))
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) { loadVectors(t, f) })
