@@ -95,18 +95,13 @@ func newPutCmd(stdout io.Writer) *cobra.Command {
 		Short: "store one value through the SDK and print the key's new version",
 		Args:  usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kv, closeKV, err := o.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer closeKV()
-			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
-			defer cancel()
-			v, err := kv.Put(ctx, []byte(args[0]), []byte(args[1]))
-			if err != nil {
-				return fmt.Errorf("put %q: %w", args[0], err)
-			}
-			return o.print(stdout, map[string]any{"key": args[0], "version": v}, fmt.Sprintf("version %d\n", v))
+			return o.request(cmd.Context(), func(ctx context.Context, kv *kvclient.Client) error {
+				v, err := kv.Put(ctx, []byte(args[0]), []byte(args[1]))
+				if err != nil {
+					return fmt.Errorf("put %q: %w", args[0], err)
+				}
+				return o.print(stdout, map[string]any{"key": args[0], "version": v}, fmt.Sprintf("version %d\n", v))
+			})
 		},
 	}
 	o.bind(cmd)
@@ -120,25 +115,33 @@ func newGetCmd(stdout io.Writer) *cobra.Command {
 		Short: "print one key's value through the SDK (exit 1 if it does not exist)",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kv, closeKV, err := o.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer closeKV()
-			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
-			defer cancel()
-			val, ver, found, err := kv.Get(ctx, []byte(args[0]))
-			if err != nil {
-				return fmt.Errorf("get %q: %w", args[0], err)
-			}
-			if !found {
-				return fmt.Errorf("key %q not found", args[0])
-			}
-			return o.print(stdout, map[string]any{"key": args[0], "value": string(val), "version": ver}, string(val)+"\n")
+			return o.request(cmd.Context(), func(ctx context.Context, kv *kvclient.Client) error {
+				val, ver, found, err := kv.Get(ctx, []byte(args[0]))
+				if err != nil {
+					return fmt.Errorf("get %q: %w", args[0], err)
+				}
+				if !found {
+					return fmt.Errorf("key %q not found", args[0])
+				}
+				return o.print(stdout, map[string]any{"key": args[0], "value": string(val), "version": ver}, string(val)+"\n")
+			})
 		},
 	}
 	o.bind(cmd)
 	return cmd
+}
+
+// request connects, runs one request under --timeout and closes the
+// client: the body of put and get.
+func (o *clientOptions) request(ctx context.Context, do func(ctx context.Context, kv *kvclient.Client) error) error {
+	kv, closeKV, err := o.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeKV()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	return do(ctx, kv)
 }
 
 func (o *clientOptions) print(w io.Writer, v any, text string) error {
@@ -217,77 +220,77 @@ func (s *Summary) write(w io.Writer, output string) error {
 }
 
 func newLoadCmd(stdout io.Writer) *cobra.Command {
+	return newBulkCmd(stdout, "load", "write --keys keys of --size bytes with deterministic values through the SDK",
+		workload.Load, func(s *Summary, keys int) error {
+			if s.Errors > 0 {
+				return fmt.Errorf("load: %d of %d writes failed", s.Errors, keys)
+			}
+			return nil
+		})
+}
+
+func newCheckCmd(stdout io.Writer) *cobra.Command {
+	return newBulkCmd(stdout, "check", "read every key `load` wrote and verify its value (exit 1 on any missing or wrong key)",
+		workload.Check, func(s *Summary, _ int) error {
+			if s.Errors > 0 || s.Bad > 0 {
+				return fmt.Errorf("check: %d keys missing or wrong, %d reads failed", s.Bad, s.Errors)
+			}
+			return nil
+		})
+}
+
+// newBulkCmd builds load or check: run goes over the whole key set once,
+// and failed says whether its summary fails the command (given the number
+// of keys). Interrupted, the command fails whatever the summary says.
+func newBulkCmd(stdout io.Writer, use, short string, run func(context.Context, workload.BulkConfig) (workload.Result, error), failed func(s *Summary, keys int) error) *cobra.Command {
 	var o bulkOptions
 	cmd := &cobra.Command{
-		Use:   "load",
-		Short: "write --keys keys of --size bytes with deterministic values through the SDK",
+		Use:   use,
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return err
 			}
-			kv, closeKV, err := o.connect(cmd.Context())
+			ctx := cmd.Context()
+			s, err := runWorkload(ctx, &o, stdout, use, func(kv *kvclient.Client) (workload.Result, error) {
+				return run(ctx, o.config(kv))
+			})
 			if err != nil {
 				return err
 			}
-			defer closeKV()
-			r, err := workload.Load(cmd.Context(), o.config(kv))
-			if err != nil {
-				return err
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("%s interrupted: %w", use, err)
 			}
-			s := &Summary{Command: "load", Ops: int64(o.keys), Writes: r.Writes, Errors: r.Errors, Seconds: r.Elapsed.Seconds(),
-				Redirects: kv.Redirects(), Fenced: kv.Fenced(), Examples: r.Examples}
-			if err := s.write(stdout, o.output); err != nil {
-				return err
-			}
-			if err := cmd.Context().Err(); err != nil {
-				return fmt.Errorf("load interrupted: %w", err)
-			}
-			if s.Errors > 0 {
-				return fmt.Errorf("load: %d of %d writes failed", s.Errors, o.keys)
-			}
-			return nil
+			return failed(s, o.keys)
 		},
 	}
 	o.bind(cmd, 16)
 	return cmd
 }
 
-func newCheckCmd(stdout io.Writer) *cobra.Command {
-	var o bulkOptions
-	cmd := &cobra.Command{
-		Use:   "check",
-		Short: "read every key `load` wrote and verify its value (exit 1 on any missing or wrong key)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
-			kv, closeKV, err := o.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer closeKV()
-			r, err := workload.Check(cmd.Context(), o.config(kv))
-			if err != nil {
-				return err
-			}
-			s := &Summary{Command: "check", Ops: int64(o.keys), Reads: r.Reads, Errors: r.Errors, Bad: r.Bad, Seconds: r.Elapsed.Seconds(),
-				Redirects: kv.Redirects(), Fenced: kv.Fenced(), Examples: r.Examples}
-			if err := s.write(stdout, o.output); err != nil {
-				return err
-			}
-			if err := cmd.Context().Err(); err != nil {
-				return fmt.Errorf("check interrupted: %w", err)
-			}
-			if s.Errors > 0 || s.Bad > 0 {
-				return fmt.Errorf("check: %d keys missing or wrong, %d reads failed", s.Bad, s.Errors)
-			}
-			return nil
-		},
+// runWorkload is the one body of load, check and traffic: it connects
+// through the SDK, runs one workload on the client, prints the summary of
+// its result and returns it. The commands differ in the workload and in
+// what in the summary fails them.
+func runWorkload(ctx context.Context, o *bulkOptions, stdout io.Writer, command string, run func(kv *kvclient.Client) (workload.Result, error)) (*Summary, error) {
+	kv, closeKV, err := o.connect(ctx)
+	if err != nil {
+		return nil, err
 	}
-	o.bind(cmd, 16)
-	return cmd
+	defer closeKV()
+	r, err := run(kv)
+	if err != nil {
+		return nil, err
+	}
+	s := &Summary{
+		Command: command, Ops: r.Reads + r.Writes, Reads: r.Reads, Writes: r.Writes, Errors: r.Errors, Bad: r.Bad,
+		Redirects: kv.Redirects(), Fenced: kv.Fenced(), Seconds: r.Elapsed.Seconds(), Examples: r.Examples,
+	}
+	if err := s.write(stdout, o.output); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // trafficOptions are the flags of traffic.
@@ -331,27 +334,16 @@ redirects it followed. Exit 1 if any of errors or bad is not zero.`,
 }
 
 func runTraffic(ctx context.Context, o *trafficOptions, stdout io.Writer) error {
-	kv, closeKV, err := o.connect(ctx)
+	s, err := runWorkload(ctx, &o.bulkOptions, stdout, "traffic", func(kv *kvclient.Client) (workload.Result, error) {
+		run := ctx
+		if o.duration > 0 {
+			var cancel context.CancelFunc
+			run, cancel = context.WithTimeout(ctx, o.duration)
+			defer cancel()
+		}
+		return workload.Traffic(run, workload.TrafficConfig{BulkConfig: o.config(kv), Rate: o.rate, WriteKeys: o.writeKeys, Reads: o.readsShare})
+	})
 	if err != nil {
-		return err
-	}
-	defer closeKV()
-	run := ctx
-	if o.duration > 0 {
-		var cancel context.CancelFunc
-		run, cancel = context.WithTimeout(ctx, o.duration)
-		defer cancel()
-	}
-	r, err := workload.Traffic(run, workload.TrafficConfig{BulkConfig: o.config(kv), Rate: o.rate, WriteKeys: o.writeKeys, Reads: o.readsShare})
-	if err != nil {
-		return err
-	}
-	s := &Summary{
-		Command: "traffic", Reads: r.Reads, Writes: r.Writes, Errors: r.Errors, Bad: r.Bad,
-		Redirects: kv.Redirects(), Fenced: kv.Fenced(), Seconds: r.Elapsed.Seconds(), Examples: r.Examples,
-	}
-	s.Ops = s.Reads + s.Writes
-	if err := s.write(stdout, o.output); err != nil {
 		return err
 	}
 	if s.Errors > 0 || s.Bad > 0 {
