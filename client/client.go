@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"google.golang.org/grpc"
 	gbackoff "google.golang.org/grpc/backoff"
@@ -282,43 +283,9 @@ func (c *Client) routeSlow(key []byte) (slotmap.Route, error) {
 	return m.RouteSlot(slots.ForKey(key)), nil
 }
 
-// RouteString is Route for a string key.
+// RouteString is Route for a string key. Route only reads its key, so it
+// is handed the string's bytes as they are (no copy): one fast path serves
+// both, and RouteString, a call to Route, inlines into its caller.
 func (c *Client) RouteString(key string) (slotmap.Route, error) {
-	// The same fast path as Route's.
-	var h uint64
-	switch n := len(key); {
-	case n == 16: // laid out as in Route
-		if w0, wn := shortkey.Load64(key), shortkey.Load64(key[8:]); !shortkey.BelowBrace(w0, wn) {
-			return c.routeSlowString(key)
-		} else if s, m := slots.FromHash(shortkey.Sum16(w0, wn)), c.cur.Load(); m.Empty() {
-			return noRoute(m, s)
-		} else {
-			return m.RouteSlot(s), nil
-		}
-	case n >= 8 && n < 16:
-		w0, wn := shortkey.Load64(key), shortkey.Load64(key[n-8:])
-		if !shortkey.BelowBrace(w0, wn) {
-			return c.routeSlowString(key)
-		}
-		// shortkey.Sum in its pieces that inline (Sum does not).
-		h4, t, r := shortkey.Tail4(shortkey.Start(w0, n), wn, n)
-		h = shortkey.Finish(shortkey.Tail1(h4, t, r))
-	default:
-		return c.routeSlowString(key)
-	}
-	s := slots.FromHash(h)
-	m := c.cur.Load()
-	if m.Empty() {
-		return noRoute(m, s)
-	}
-	return m.RouteSlot(s), nil
-}
-
-// routeSlowString is RouteString through slots.ForString.
-func (c *Client) routeSlowString(key string) (slotmap.Route, error) {
-	m := c.cur.Load()
-	if m.Empty() {
-		return noRoute(m, slots.ForString(key))
-	}
-	return m.RouteSlot(slots.ForString(key)), nil
+	return c.Route(unsafe.Slice(unsafe.StringData(key), len(key)))
 }
