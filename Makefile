@@ -12,7 +12,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 STATICCHECK_VERSION := v0.8.2
 TOOLS := $(CURDIR)/bin/tools
 
-.PHONY: chromium all build test lint staticcheck bench bench-compare e2e demo proto tools fuzz fuzz-short help clean certs hooks promtool rules redis
+.PHONY: chromium all build test mutants lint staticcheck bench bench-compare e2e demo proto tools fuzz fuzz-short help clean certs hooks promtool rules redis
 
 all: build
 
@@ -23,10 +23,14 @@ build: ## build slotd, slotctl and slotkv into bin/
 	@mkdir -p $(BIN)
 	@for c in $(CMDS); do $(GO) build -buildvcs=auto -o $(BIN)/$$c ./cmd/$$c || exit 1; done
 
-test: lint ## lint, then unit + integration tests (race detector) and alert rule tests, as CI runs them; no fuzzing engine (plain go test replays every seed corpus; see make fuzz)
+test: lint ## lint, then unit + integration tests (race detector), alert rule tests and the mutant builds, as CI runs them; no fuzzing engine (plain go test replays every seed corpus; see make fuzz)
 	@$(MAKE) --no-print-directory rules
 	@$(MAKE) --no-print-directory chromium
 	$(GO) test -race -count=1 -timeout 12m ./...
+	@$(MAKE) --no-print-directory mutants
+
+mutants: ## every mutant build (a file built with a tag mutant_NAME) must fail the tests it targets (scripts/mutants.sh)
+	GO=$(GO) ./scripts/mutants.sh
 
 lint: staticcheck ## go vet + staticcheck (pinned, from bin/tools) over the module
 	$(GO) vet ./...
