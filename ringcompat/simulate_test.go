@@ -13,9 +13,9 @@ import (
 	"github.com/slotd/slotd/slots"
 )
 
-// TestSimulateSeed001 reproduces the published md5 ring simulation's table
+// TestSimulateMD5Table reproduces the published md5 ring simulation's table
 // and checks that fixed slots move what the plan moves, all of it onto the new server.
-func TestSimulateSeed001(t *testing.T) {
+func TestSimulateMD5Table(t *testing.T) {
 	res, err := ringcompat.Simulate(ringcompat.SimConfig{
 		Keys: 100_000, Nodes: 4, Add: 1, VNodes: []int{1, 100}, Hash: ringcompat.MD5, Rebalance: simplan.Rebalance,
 	})

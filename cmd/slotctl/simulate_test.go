@@ -31,9 +31,9 @@ func TestSimulateGolden(t *testing.T) {
 	}
 }
 
-// TestSimulateSeed001 checks the md5 ring simulation's published numbers
+// TestSimulateMD5Table checks the md5 ring simulation's published numbers
 // through the JSON form, so that a golden rewrite cannot quietly change them.
-func TestSimulateSeed001(t *testing.T) {
+func TestSimulateMD5Table(t *testing.T) {
 	out, errOut, code := runCLI(t, append([]string{"-o", "json"}, seed001Args...)...)
 	if code != exitOK {
 		t.Fatalf("exit %d, stderr %q", code, errOut)

@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-// TestSeed001Table reproduces the published md5 ring simulation's table
+// TestMD5RingTable reproduces the published md5 ring simulation's table
 // exactly: 100,000 keys user:i on
 // servers server0..server3, then server4 added, with keys and points hashed
 // by the first 16 hex digits of md5 and Python's bisect.bisect (first point
 // strictly greater) as the successor. It pins the MD5 hash mode.
-func TestSeed001Table(t *testing.T) {
+func TestMD5RingTable(t *testing.T) {
 	const keys = 100_000
 	hashes := make([]uint64, keys)
 	for i := range hashes {
