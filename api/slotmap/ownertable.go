@@ -33,7 +33,7 @@ func isPlaceholder(id string) bool {
 // thousand watchers in one process, copying the array per watcher per
 // commit was 78% of all bytes allocated and what made the collections;
 // then a Map with 1 KiB of recent changes in it was half of what a client
-// allocated per change (service BenchmarkPropagation1000, alloc-MB/move).
+// allocated per change (grpcapi BenchmarkPropagation1000, alloc-MB/move).
 // The array is copied, the recent changes folded into it, only when a
 // change finds its place (s%recentLen) taken by another slot, or when a
 // writer sets every slot (own).
