@@ -48,16 +48,7 @@ func testPauseResumeCancel(t *testing.T, parallelism int) {
 	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	waitfor.Err(c.t, 30*time.Second, "a move in flight", func() error {
-		snap, err := c.dir.Snapshot(c.ctx)
-		if err != nil {
-			return err
-		}
-		if len(snap.Moves) == 0 {
-			return errors.New("no move in flight")
-		}
-		return nil
-	})
+	waitMoveInFlight(c, "a move in flight")
 	if _, err := c.ctl.Pause(c.ctx, p.ID, false, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -146,16 +137,7 @@ func TestPauseAbortsParallelWave(t *testing.T) {
 	if _, err := c.ctl.Apply(c.ctx, p.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	waitfor.Err(c.t, 30*time.Second, "the wave to start", func() error {
-		snap, err := c.dir.Snapshot(c.ctx)
-		if err != nil {
-			return err
-		}
-		if len(snap.Moves) == 0 {
-			return errors.New("no move in flight")
-		}
-		return nil
-	})
+	waitMoveInFlight(c, "the wave to start")
 	if _, err := c.ctl.Pause(c.ctx, p.ID, true, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -206,4 +188,19 @@ func TestPauseAbortsParallelWave(t *testing.T) {
 		t.Fatalf("plan %s after pause, want paused", final.State)
 	}
 	t.Logf("%d of the wave's moves aborted by the pause", aborted)
+}
+
+// waitMoveInFlight waits until the directory records a move in flight.
+func waitMoveInFlight(c *cluster, what string) {
+	c.t.Helper()
+	waitfor.Err(c.t, 30*time.Second, what, func() error {
+		snap, err := c.dir.Snapshot(c.ctx)
+		if err != nil {
+			return err
+		}
+		if len(snap.Moves) == 0 {
+			return errors.New("no move in flight")
+		}
+		return nil
+	})
 }
