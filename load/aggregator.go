@@ -66,17 +66,6 @@ type Config struct {
 	Tolerance float64
 }
 
-// SlotLoad is one slot's load as its owner reported it.
-type SlotLoad struct {
-	Slot                                   uint16
-	Keys, Bytes                            uint64
-	Reads1m, Writes1m, Reads10m, Writes10m float64
-	Tag                                    string
-	// Measured is how many seconds of the rates the owner measured since
-	// it gained the slot (0: since it started).
-	Measured float64
-}
-
 // Windows of the stores' decaying averages (node.ShortWindow, LongWindow).
 const (
 	shortWindow = 60.0  // seconds
@@ -88,23 +77,15 @@ const (
 // averages prior (its previous owner's last) as those would have gone on,
 // prior*e^(-m/W) + new*(1-e^(-m/W)) per window W. Sizes are the new
 // owner's.
-func continued(prior, cur SlotLoad) SlotLoad {
+func continued(prior, cur planner.SlotLoad) planner.SlotLoad {
 	m := cur.Measured
 	f1, f10 := math.Exp(-m/shortWindow), math.Exp(-m/longWindow)
 	out := cur
 	out.Reads1m = prior.Reads1m*f1 + cur.Reads1m*(1-f1)
 	out.Writes1m = prior.Writes1m*f1 + cur.Writes1m*(1-f1)
-	out.Reads10m = prior.Reads10m*f10 + cur.Reads10m*(1-f10)
-	out.Writes10m = prior.Writes10m*f10 + cur.Writes10m*(1-f10)
+	out.Reads = prior.Reads*f10 + cur.Reads*(1-f10)
+	out.Writes = prior.Writes*f10 + cur.Writes*(1-f10)
 	return out
-}
-
-// HotKey is one of a node's hottest keys as it reported it.
-type HotKey struct {
-	Key         []byte
-	Slot        uint16
-	Rate, Error float64
-	Truncated   bool
 }
 
 // report is a node's last accepted report.
@@ -112,8 +93,8 @@ type report struct {
 	received time.Time
 	version  uint64
 	interval time.Duration
-	slots    []SlotLoad // in slot order
-	hot      []HotKey   // hottest first
+	slots    []planner.SlotLoad // in slot order
+	hot      []planner.HotKey   // hottest first
 }
 
 func (r *report) known(now time.Time) bool {
@@ -142,11 +123,11 @@ type Aggregator struct {
 type lastLoad struct {
 	node string
 	rep  *report // the report it came in: its received time and interval
-	load SlotLoad
+	load planner.SlotLoad
 	// prior is the previous owner's last load of the slot while the owner
 	// has measured it for less than priorFor since it gained it: its
 	// rates continue prior's (continued).
-	prior *SlotLoad
+	prior *planner.SlotLoad
 }
 
 // priorFor is how long a slot's previous owner's averages still weigh in
@@ -204,10 +185,10 @@ func (a *Aggregator) Report(now time.Time, r *slotdv1.LoadReport) error {
 }
 
 // lists returns r's load of slot s, if it lists it.
-func (r *report) lists(s uint16) (SlotLoad, bool) {
-	i, ok := slices.BinarySearchFunc(r.slots, s, func(l SlotLoad, s uint16) int { return cmp.Compare(l.Slot, s) })
+func (r *report) lists(s uint16) (planner.SlotLoad, bool) {
+	i, ok := slices.BinarySearchFunc(r.slots, s, func(l planner.SlotLoad, s uint16) int { return cmp.Compare(l.Slot, s) })
 	if !ok {
-		return SlotLoad{}, false
+		return planner.SlotLoad{}, false
 	}
 	return r.slots[i], true
 }
@@ -220,8 +201,8 @@ type nodeSlots struct {
 	rep     *report
 	known   bool
 	owned   int
-	slots   []SlotLoad // in slot order
-	carried int        // of slots, how many come from a previous owner's report
+	slots   []planner.SlotLoad // in slot order
+	carried int                // of slots, how many come from a previous owner's report
 }
 
 // effective computes nodeSlots for every node of m; a.mu must be held.
@@ -312,13 +293,15 @@ func (a *Aggregator) check(r *slotdv1.LoadReport) (*report, error) {
 			return nil, fmt.Errorf("%w: report from %s at version %d, too old for this replica at %d to check", ErrBehind, id, v, m.Version())
 		}
 	}
+	// What it lists, every value checked as the planner checks a load.
+	nl, err := reported(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w from %s: %v", ErrInvalid, id, err)
+	}
 	// owned says whether slot n may be reported: it changed hands after
 	// the report's version (then it is skipped: the report cannot speak for
 	// its present owner), or the node owns it now, hence at v.
-	owned := func(what string, n uint32) (keep bool, err error) {
-		if n >= slots.Count {
-			return false, fmt.Errorf("%w: %s slot %d from %s is out of range 0-%d", ErrInvalid, what, n, id, slots.Count-1)
-		}
+	owned := func(what string, n uint16) (keep bool, err error) {
 		s := slots.MustNew(int(n))
 		switch o := m.OwnerID(s); {
 		case changed.Contains(s):
@@ -330,54 +313,22 @@ func (a *Aggregator) check(r *slotdv1.LoadReport) (*report, error) {
 		}
 	}
 	rep := &report{version: v, interval: interval}
-	var seen slots.Set
-	for _, sl := range r.GetSlots() {
-		keep, err := owned("load of", sl.GetSlot())
+	for _, sl := range nl.Slots {
+		keep, err := owned("load of", sl.Slot)
 		if err != nil {
 			return nil, err
 		}
-		s := slots.MustNew(int(sl.GetSlot()))
-		if seen.Contains(s) {
-			return nil, fmt.Errorf("%w: slot %d listed twice by %s", ErrInvalid, sl.GetSlot(), id)
-		}
-		seen.Add(s)
-		for _, f := range [...]struct {
-			name string
-			v    float64
-		}{{"reads_1m", sl.GetReads_1M()}, {"writes_1m", sl.GetWrites_1M()}, {"reads_10m", sl.GetReads_10M()}, {"writes_10m", sl.GetWrites_10M()}, {"measured_seconds", sl.GetMeasuredSeconds()}} {
-			if err := checkValue(f.v); err != nil {
-				return nil, fmt.Errorf("%w: slot %d %s %v from %s: %v", ErrInvalid, sl.GetSlot(), f.name, f.v, id, err)
-			}
-		}
 		if keep {
-			rep.slots = append(rep.slots, SlotLoad{
-				Slot: uint16(sl.GetSlot()), Keys: sl.GetKeys(), Bytes: sl.GetBytes(),
-				Reads1m: sl.GetReads_1M(), Writes1m: sl.GetWrites_1M(), Reads10m: sl.GetReads_10M(), Writes10m: sl.GetWrites_10M(),
-				Tag: sl.GetTag(), Measured: sl.GetMeasuredSeconds(),
-			})
+			rep.slots = append(rep.slots, sl)
 		}
 	}
-	for _, k := range r.GetHotKeys() {
-		keep, err := owned("hot key's", k.GetSlot())
+	for _, k := range nl.HotKeys {
+		keep, err := owned("hot key's", k.Slot)
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case len(k.GetKey()) == 0:
-			return nil, fmt.Errorf("%w: empty hot key from %s", ErrInvalid, id)
-		case len(k.GetKey()) > MaxKeyBytes:
-			return nil, fmt.Errorf("%w: hot key of %d bytes from %s, at most %d", ErrInvalid, len(k.GetKey()), id, MaxKeyBytes)
-		case !k.GetTruncated() && slots.ForKey(k.GetKey()).Uint16() != uint16(k.GetSlot()):
-			return nil, fmt.Errorf("%w: hot key %q from %s is in slot %d, not %d", ErrInvalid, k.GetKey(), id, slots.ForKey(k.GetKey()).Int(), k.GetSlot())
-		}
-		if err := checkValue(k.GetRate()); err != nil {
-			return nil, fmt.Errorf("%w: hot key %q rate %v from %s: %v", ErrInvalid, k.GetKey(), k.GetRate(), id, err)
-		}
-		if err := checkValue(k.GetError()); err != nil {
-			return nil, fmt.Errorf("%w: hot key %q error %v from %s: %v", ErrInvalid, k.GetKey(), k.GetError(), id, err)
-		}
 		if keep {
-			rep.hot = append(rep.hot, HotKey{Key: slices.Clone(k.GetKey()), Slot: uint16(k.GetSlot()), Rate: k.GetRate(), Error: k.GetError(), Truncated: k.GetTruncated()})
+			rep.hot = append(rep.hot, k)
 		}
 	}
 	sort.Slice(rep.slots, func(i, j int) bool { return rep.slots[i].Slot < rep.slots[j].Slot })
@@ -385,16 +336,35 @@ func (a *Aggregator) check(r *slotdv1.LoadReport) (*report, error) {
 	return rep, nil
 }
 
-func checkValue(v float64) error {
-	switch {
-	case math.IsNaN(v):
-		return errors.New("not a number")
-	case math.IsInf(v, 0):
-		return errors.New("infinite")
-	case v < 0:
-		return errors.New("negative")
+// reported is every slot and hot key r lists, as the node sent them: the
+// slot numbers in range, each hot key in the slot it names (unless it is
+// truncated) and every value valid (planner.NodeLoad.Validate).
+func reported(r *slotdv1.LoadReport) (planner.NodeLoad, error) {
+	nl := planner.NodeLoad{Slots: make([]planner.SlotLoad, 0, len(r.GetSlots()))}
+	for _, sl := range r.GetSlots() {
+		if sl.GetSlot() >= slots.Count {
+			return nl, fmt.Errorf("load of slot %d is out of range 0-%d", sl.GetSlot(), slots.Count-1)
+		}
+		nl.Slots = append(nl.Slots, planner.SlotLoad{
+			Slot: uint16(sl.GetSlot()), Keys: float64(sl.GetKeys()), Bytes: float64(sl.GetBytes()),
+			Reads1m: sl.GetReads_1M(), Writes1m: sl.GetWrites_1M(), Reads: sl.GetReads_10M(), Writes: sl.GetWrites_10M(),
+			Tag: sl.GetTag(), Measured: sl.GetMeasuredSeconds(),
+		})
 	}
-	return nil
+	for _, k := range r.GetHotKeys() {
+		switch {
+		case k.GetSlot() >= slots.Count:
+			return nl, fmt.Errorf("hot key's slot %d is out of range 0-%d", k.GetSlot(), slots.Count-1)
+		case len(k.GetKey()) == 0:
+			return nl, errors.New("empty hot key")
+		case len(k.GetKey()) > MaxKeyBytes:
+			return nl, fmt.Errorf("hot key of %d bytes, at most %d", len(k.GetKey()), MaxKeyBytes)
+		case !k.GetTruncated() && slots.ForKey(k.GetKey()).Uint16() != uint16(k.GetSlot()):
+			return nl, fmt.Errorf("hot key %q is in slot %d, not %d", k.GetKey(), slots.ForKey(k.GetKey()).Int(), k.GetSlot())
+		}
+		nl.HotKeys = append(nl.HotKeys, planner.HotKey{Key: string(k.GetKey()), Slot: uint16(k.GetSlot()), Rate: k.GetRate(), Err: k.GetError(), Truncated: k.GetTruncated()})
+	}
+	return nl, nl.Validate()
 }
 
 // NodeLoads returns the load of every known node of the map (see
@@ -414,18 +384,7 @@ func (a *Aggregator) NodeLoads(now time.Time) map[string]planner.NodeLoad {
 		if !ns.known {
 			continue
 		}
-		nl := planner.NodeLoad{Slots: make([]planner.SlotLoad, 0, len(ns.slots))}
-		for _, s := range ns.slots {
-			nl.Slots = append(nl.Slots, planner.SlotLoad{Slot: s.Slot, Keys: float64(s.Keys), Bytes: float64(s.Bytes), Reads: s.Reads10m, Writes: s.Writes10m})
-		}
-		if ns.rep != nil {
-			for _, k := range ns.rep.hot {
-				if owns(m, id, k.Slot) {
-					nl.HotKeys = append(nl.HotKeys, planner.HotKey{Key: string(k.Key), Rate: k.Rate, Err: k.Error, Slot: k.Slot})
-				}
-			}
-		}
-		out[id] = nl
+		out[id] = planner.NodeLoad{Slots: ns.slots, HotKeys: ns.ownedHot(m, id)}
 	}
 	return out
 }
@@ -435,6 +394,20 @@ func (a *Aggregator) Forget(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.reports, id)
+}
+
+// ownedHot is the node's reported hot keys in slots it owns in m now.
+func (ns *nodeSlots) ownedHot(m *slotmap.Map, id string) []planner.HotKey {
+	if ns.rep == nil {
+		return nil
+	}
+	var out []planner.HotKey
+	for _, k := range ns.rep.hot {
+		if owns(m, id, k.Slot) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // owns says whether node id owns slot n in m (true without a map).

@@ -14,7 +14,7 @@ func (a *Aggregator) LastBytes(id string) (bytes uint64, at time.Time, ok bool) 
 		return 0, time.Time{}, false
 	}
 	for _, s := range r.slots {
-		bytes += s.Bytes
+		bytes += uint64(s.Bytes)
 	}
 	return bytes, r.received, true
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/mover/planner"
 )
 
 // Dimensions of a node's load, as metrics and views name them. Ops is reads
@@ -49,8 +50,8 @@ type NodeView struct {
 	// nodes with known load, times the total over the known nodes. Zero
 	// for a node that is unknown or not active (it should hold nothing).
 	FairKeys, FairBytes, FairOps float64
-	Slots                        []SlotLoad // when ViewOptions.Slots
-	HotKeys                      []HotKey
+	Slots                        []planner.SlotLoad // when ViewOptions.Slots
+	HotKeys                      []planner.HotKey
 }
 
 // Ops is the node's requests per second (reads served and writes).
@@ -132,7 +133,7 @@ func (a *Aggregator) View(now time.Time, opts ViewOptions) View {
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].ID < nodes[j].ID })
 	a.mu.Lock()
 	all := make([]NodeView, 0, len(nodes))
-	slotsOf := map[string][]SlotLoad{}
+	slotsOf := map[string][]planner.SlotLoad{}
 	eff := a.effective(m, now)
 	for _, n := range nodes {
 		nv := NodeView{ID: n.ID, Weight: n.Weight, State: n.State}
@@ -140,19 +141,15 @@ func (a *Aggregator) View(now time.Time, opts ViewOptions) View {
 			nv.Known, nv.Carried = true, ns.carried
 			if ns.rep != nil {
 				nv.Received, nv.Version = ns.rep.received, ns.rep.version
-				for _, k := range ns.rep.hot {
-					if owns(m, n.ID, k.Slot) {
-						nv.HotKeys = append(nv.HotKeys, k)
-					}
-				}
 			}
+			nv.HotKeys = ns.ownedHot(m, n.ID)
 			for _, s := range ns.slots {
-				nv.Keys += s.Keys
-				nv.Bytes += s.Bytes
+				nv.Keys += uint64(s.Keys)
+				nv.Bytes += uint64(s.Bytes)
 				nv.Reads1m += s.Reads1m
 				nv.Writes1m += s.Writes1m
-				nv.Reads10m += s.Reads10m
-				nv.Writes10m += s.Writes10m
+				nv.Reads10m += s.Reads
+				nv.Writes10m += s.Writes
 			}
 			slotsOf[n.ID] = ns.slots
 			if opts.Slots {
@@ -187,10 +184,10 @@ func (a *Aggregator) View(now time.Time, opts ViewOptions) View {
 		n.FairKeys, n.FairBytes, n.FairOps = w*keys, w*bytes, w*ops
 		band := 1 + a.cfg.Tolerance
 		for _, s := range slotsOf[n.ID] {
-			if n.FairBytes > 0 && float64(s.Bytes) > band*n.FairBytes {
-				v.HotSpots = append(v.HotSpots, HotSpot{Slot: s.Slot, Node: n.ID, Dimension: DimBytes, Share: float64(s.Bytes) / n.FairBytes, Tag: s.Tag})
+			if n.FairBytes > 0 && s.Bytes > band*n.FairBytes {
+				v.HotSpots = append(v.HotSpots, HotSpot{Slot: s.Slot, Node: n.ID, Dimension: DimBytes, Share: s.Bytes / n.FairBytes, Tag: s.Tag})
 			}
-			if o := s.Reads10m + s.Writes10m; n.FairOps > 0 && o > band*n.FairOps {
+			if o := s.Ops(); n.FairOps > 0 && o > band*n.FairOps {
 				v.HotSpots = append(v.HotSpots, HotSpot{Slot: s.Slot, Node: n.ID, Dimension: DimOps, Share: o / n.FairOps, Tag: s.Tag})
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/mover/planner"
 )
 
 // Proto is the view as the Load.Get RPC answers it.
@@ -18,10 +19,10 @@ func (v View) Proto() *slotdv1.GetLoadResponse {
 			pn.FairKeys, pn.FairBytes, pn.FairOps = n.FairKeys, n.FairBytes, n.FairOps
 		}
 		for _, s := range n.Slots {
-			pn.Slots = append(pn.Slots, SlotProto(s))
+			pn.Slots = append(pn.Slots, slotProto(s))
 		}
 		for _, k := range n.HotKeys {
-			pn.HotKeys = append(pn.HotKeys, &slotdv1.HotKey{Key: k.Key, Slot: uint32(k.Slot), Rate: k.Rate, Error: k.Error, Truncated: k.Truncated})
+			pn.HotKeys = append(pn.HotKeys, &slotdv1.HotKey{Key: []byte(k.Key), Slot: uint32(k.Slot), Rate: k.Rate, Error: k.Err, Truncated: k.Truncated})
 		}
 		out.Nodes = append(out.Nodes, pn)
 	}
@@ -31,10 +32,10 @@ func (v View) Proto() *slotdv1.GetLoadResponse {
 	return out
 }
 
-// SlotProto is a slot's load on the wire.
-func SlotProto(s SlotLoad) *slotdv1.SlotLoad {
-	return &slotdv1.SlotLoad{Slot: uint32(s.Slot), Keys: s.Keys, Bytes: s.Bytes,
-		Reads_1M: s.Reads1m, Writes_1M: s.Writes1m, Reads_10M: s.Reads10m, Writes_10M: s.Writes10m, Tag: s.Tag}
+// slotProto is a slot's load on the wire.
+func slotProto(s planner.SlotLoad) *slotdv1.SlotLoad {
+	return &slotdv1.SlotLoad{Slot: uint32(s.Slot), Keys: uint64(s.Keys), Bytes: uint64(s.Bytes),
+		Reads_1M: s.Reads1m, Writes_1M: s.Writes1m, Reads_10M: s.Reads, Writes_10M: s.Writes, Tag: s.Tag}
 }
 
 // ViewFromProto is the inverse of View.Proto, for clients (slotctl).
@@ -51,11 +52,11 @@ func ViewFromProto(pb *slotdv1.GetLoadResponse) View {
 			n.Received = pn.GetReported().AsTime()
 		}
 		for _, s := range pn.GetSlots() {
-			n.Slots = append(n.Slots, SlotLoad{Slot: uint16(s.GetSlot()), Keys: s.GetKeys(), Bytes: s.GetBytes(),
-				Reads1m: s.GetReads_1M(), Writes1m: s.GetWrites_1M(), Reads10m: s.GetReads_10M(), Writes10m: s.GetWrites_10M(), Tag: s.GetTag()})
+			n.Slots = append(n.Slots, planner.SlotLoad{Slot: uint16(s.GetSlot()), Keys: float64(s.GetKeys()), Bytes: float64(s.GetBytes()),
+				Reads1m: s.GetReads_1M(), Writes1m: s.GetWrites_1M(), Reads: s.GetReads_10M(), Writes: s.GetWrites_10M(), Tag: s.GetTag()})
 		}
 		for _, k := range pn.GetHotKeys() {
-			n.HotKeys = append(n.HotKeys, HotKey{Key: k.GetKey(), Slot: uint16(k.GetSlot()), Rate: k.GetRate(), Error: k.GetError(), Truncated: k.GetTruncated()})
+			n.HotKeys = append(n.HotKeys, planner.HotKey{Key: string(k.GetKey()), Slot: uint16(k.GetSlot()), Rate: k.GetRate(), Err: k.GetError(), Truncated: k.GetTruncated()})
 		}
 		v.Nodes = append(v.Nodes, n)
 	}

@@ -128,8 +128,7 @@ func rateText(r float64) string { return strconv.FormatFloat(r, 'f', 1, 64) }
 
 // keyText prints a key for people: as is when it is printable UTF-8, else
 // quoted with escapes; "..." marks a truncated key.
-func keyText(k []byte, truncated bool) string {
-	s := string(k)
+func keyText(s string, truncated bool) string {
 	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) || r == ' ' }) {
 		s = strconv.Quote(s)
 	}

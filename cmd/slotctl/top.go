@@ -39,7 +39,6 @@ type topKeyJSON struct {
 	Share     *float64 `json:"share"`
 	Flagged   bool     `json:"flagged"`
 	Truncated bool     `json:"truncated"`
-	raw       []byte
 }
 
 // topSlotsJSON is `slotctl top slots -o json`:
@@ -142,7 +141,7 @@ func (g *globals) printTopKeys(v load.View, limit int) error {
 	out := topKeysJSON{Keys: []topKeyJSON{}, LoadUnknown: unknownOf(v)}
 	for _, n := range v.Nodes {
 		for _, k := range n.HotKeys {
-			tk := topKeyJSON{Key: string(k.Key), Slot: k.Slot, Node: n.ID, Rate: k.Rate, Error: k.Error, Truncated: k.Truncated, raw: k.Key}
+			tk := topKeyJSON{Key: k.Key, Slot: k.Slot, Node: n.ID, Rate: k.Rate, Error: k.Err, Truncated: k.Truncated}
 			if n.FairOps > 0 {
 				s := k.Rate / n.FairOps
 				tk.Share, tk.Flagged = &s, s > HotKeyFlag
@@ -170,7 +169,7 @@ func (g *globals) printTopKeys(v load.View, limit int) error {
 				if k.Flagged {
 					flag = "HOT: over 20% of its node"
 				}
-				t.row(keyText(k.raw, k.Truncated), k.Slot, k.Node, rateText(k.Rate), rateText(k.Error), shareText(k.Share), flag)
+				t.row(keyText(k.Key, k.Truncated), k.Slot, k.Node, rateText(k.Rate), rateText(k.Error), shareText(k.Share), flag)
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -187,8 +186,8 @@ func (g *globals) printTopSlots(v load.View, by string, limit int) error {
 	out := topSlotsJSON{By: by, Slots: []topSlotJSON{}, LoadUnknown: unknownOf(v)}
 	for _, n := range v.Nodes {
 		for _, s := range n.Slots {
-			ts := topSlotJSON{Slot: s.Slot, Node: n.ID, Keys: s.Keys, Bytes: s.Bytes, Reads: s.Reads10m, Writes: s.Writes10m,
-				Ops: s.Reads10m + s.Writes10m, Tag: s.Tag}
+			ts := topSlotJSON{Slot: s.Slot, Node: n.ID, Keys: uint64(s.Keys), Bytes: uint64(s.Bytes), Reads: s.Reads, Writes: s.Writes,
+				Ops: s.Ops(), Tag: s.Tag}
 			fair, val := n.FairOps, ts.Ops
 			if by == load.DimBytes {
 				fair, val = n.FairBytes, float64(ts.Bytes)

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -8,15 +9,27 @@ import (
 	"github.com/slotd/slotd/slots"
 )
 
-// SlotLoad is the measured load of one slot on the node that owns it.
+// SlotLoad is the measured load of one slot on the node that owns it: what
+// the node's last load report said of it (load.Aggregator keeps those), or
+// its size as the store answered it (the mover's fresh sizes).
 type SlotLoad struct {
 	Slot uint16 `json:"slot"`
 	// Keys and Bytes are what the slot holds now.
 	Keys  float64 `json:"keys"`
 	Bytes float64 `json:"bytes"`
-	// Reads and Writes are decaying averages, in requests per second.
+	// Reads and Writes are the ~10-minute decaying averages, in requests
+	// per second: what a plan balances.
 	Reads  float64 `json:"reads"`
 	Writes float64 `json:"writes"`
+	// Reads1m and Writes1m are the ~1-minute averages: shown, never
+	// balanced (too quick to follow).
+	Reads1m  float64 `json:"reads_1m,omitempty"`
+	Writes1m float64 `json:"writes_1m,omitempty"`
+	// Tag is the hash tag the slot's hot keys share, "" when none.
+	Tag string `json:"tag,omitempty"`
+	// Measured is how many seconds of the rates the owner measured since
+	// it gained the slot (0: since it started).
+	Measured float64 `json:"measured_seconds,omitempty"`
 }
 
 // Ops is the slot's request rate: reads and writes per second.
@@ -29,6 +42,9 @@ type HotKey struct {
 	Rate float64 `json:"rate"`
 	Err  float64 `json:"err"`
 	Slot uint16  `json:"slot"`
+	// Truncated says Key is only the first bytes of a longer key (the
+	// sketch keeps 128): Slot is then the node's word, not Key's.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // NodeLoad is one node's last load report: the slots it owns that hold data
@@ -38,37 +54,42 @@ type NodeLoad struct {
 	HotKeys []HotKey   `json:"hot_keys,omitempty"`
 }
 
-// Validate refuses a report the planner cannot use: a slot out of range or
-// listed twice, a load that is negative, NaN or infinite. A refused report
-// must change nothing.
+// Validate says why l cannot be a measurement, nil when it can: a slot out
+// of range or listed twice, a value that is negative, NaN or infinite. This
+// is the one check of a load, wherever it comes from: Compute refuses such
+// input (ErrInvalid), load.Aggregator such a report (load.ErrInvalid); the
+// error names the slot or key and the value, for the caller to wrap.
 func (l NodeLoad) Validate() error {
 	var seen slots.Set
 	for _, s := range l.Slots {
 		if int(s.Slot) >= slots.Count {
-			return fmt.Errorf("%w: load for slot %d, out of range 0-%d", ErrInvalid, s.Slot, slots.Count-1)
+			return fmt.Errorf("load of slot %d, out of range 0-%d", s.Slot, slots.Count-1)
 		}
 		if seen.Contains(slots.MustNew(int(s.Slot))) {
-			return fmt.Errorf("%w: load for slot %d listed twice", ErrInvalid, s.Slot)
+			return fmt.Errorf("load of slot %d listed twice", s.Slot)
 		}
 		seen.Add(slots.MustNew(int(s.Slot)))
 		for _, f := range [...]struct {
 			name string
 			v    float64
-		}{{"keys", s.Keys}, {"bytes", s.Bytes}, {"reads", s.Reads}, {"writes", s.Writes}} {
+		}{
+			{"keys", s.Keys}, {"bytes", s.Bytes}, {"reads_10m", s.Reads}, {"writes_10m", s.Writes},
+			{"reads_1m", s.Reads1m}, {"writes_1m", s.Writes1m}, {"measured_seconds", s.Measured},
+		} {
 			if err := checkLoad(f.v); err != nil {
-				return fmt.Errorf("%w: slot %d %s %v: %v", ErrInvalid, s.Slot, f.name, f.v, err)
+				return fmt.Errorf("slot %d %s %v: %v", s.Slot, f.name, f.v, err)
 			}
 		}
 	}
 	for _, k := range l.HotKeys {
 		if int(k.Slot) >= slots.Count {
-			return fmt.Errorf("%w: hot key %q in slot %d, out of range 0-%d", ErrInvalid, k.Key, k.Slot, slots.Count-1)
+			return fmt.Errorf("hot key %q in slot %d, out of range 0-%d", k.Key, k.Slot, slots.Count-1)
 		}
 		if err := checkLoad(k.Rate); err != nil {
-			return fmt.Errorf("%w: hot key %q rate %v: %v", ErrInvalid, k.Key, k.Rate, err)
+			return fmt.Errorf("hot key %q rate %v: %v", k.Key, k.Rate, err)
 		}
 		if err := checkLoad(k.Err); err != nil {
-			return fmt.Errorf("%w: hot key %q error bound %v: %v", ErrInvalid, k.Key, k.Err, err)
+			return fmt.Errorf("hot key %q error %v: %v", k.Key, k.Err, err)
 		}
 	}
 	return nil
@@ -77,11 +98,11 @@ func (l NodeLoad) Validate() error {
 func checkLoad(v float64) error {
 	switch {
 	case math.IsNaN(v):
-		return fmt.Errorf("not a number")
+		return errors.New("not a number")
 	case math.IsInf(v, 0):
-		return fmt.Errorf("infinite")
+		return errors.New("infinite")
 	case v < 0:
-		return fmt.Errorf("negative")
+		return errors.New("negative")
 	}
 	return nil
 }

@@ -368,7 +368,7 @@ func validate(in Input) error {
 			continue // a report from a node not in the set: ignored
 		}
 		if err := in.Loads[id].Validate(); err != nil {
-			return fmt.Errorf("load of node %s: %w", id, err)
+			return fmt.Errorf("%w: load of node %s: %v", ErrInvalid, id, err)
 		}
 	}
 	for s, owner := range in.Owners {
