@@ -14,8 +14,9 @@
 // role, decided by the same auth.Authorizer and policy as gRPC (the
 // methods Admin/Status and Directory/GetMap); the page itself is public.
 //
-// Usage (server/ mounts it on slotd's HTTP mux):
+// Usage (server/ mounts it on slotd's HTTP mux, with a Source and a
+// LoadSource that read its own process):
 //
-//	h, err := console.New(console.Config{Source: console.FromService(svc, dir), Authorizer: az})
+//	h, err := console.New(console.Config{Source: src, Load: loads, Authorizer: az})
 //	mux.Handle("/", h)
 package console

@@ -2,13 +2,10 @@ package console
 
 import (
 	"context"
-	"time"
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/directory"
-	"github.com/slotd/slotd/grpcapi"
-	"github.com/slotd/slotd/load"
 	"github.com/slotd/slotd/mover/planner"
 )
 
@@ -33,41 +30,4 @@ type Source interface {
 // traffic (measured zero).
 type LoadSource interface {
 	Loads(ctx context.Context) (map[string]planner.NodeLoad, error)
-}
-
-// FromService reads what the console shows from slotd's service (the
-// served map, Status, ListNodes) and directory (history).
-func FromService(svc *grpcapi.Service, dir *directory.Directory) Source {
-	return serviceSource{svc: svc, dir: dir}
-}
-
-type serviceSource struct {
-	svc *grpcapi.Service
-	dir *directory.Directory
-}
-
-func (s serviceSource) Map() *slotmap.Map { return s.svc.Hub().Current() }
-
-func (s serviceSource) Status(ctx context.Context) (*slotdv1.StatusResponse, error) {
-	return s.svc.Admin().Status(ctx, &slotdv1.StatusRequest{})
-}
-
-func (s serviceSource) Nodes(ctx context.Context) (*slotdv1.ListNodesResponse, error) {
-	return s.svc.Directory().ListNodes(ctx, &slotdv1.ListNodesRequest{})
-}
-
-func (s serviceSource) History(ctx context.Context, limit int) ([]directory.Change, error) {
-	return s.dir.History(ctx, limit)
-}
-
-// FromAggregator reads measured load from slotd's load aggregate (the
-// reports every store sends to every replica), as the planner sees it: a
-// node whose report expired or never came is unmeasured; reads and writes
-// are the ~10-minute averages.
-func FromAggregator(agg *load.Aggregator) LoadSource { return aggregatorLoad{agg} }
-
-type aggregatorLoad struct{ agg *load.Aggregator }
-
-func (a aggregatorLoad) Loads(context.Context) (map[string]planner.NodeLoad, error) {
-	return a.agg.NodeLoads(time.Now()), nil
 }

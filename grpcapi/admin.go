@@ -79,7 +79,7 @@ func (s *AdminServer) Bootstrap(ctx context.Context, req *slotdv1.BootstrapReque
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	m, err := mapOf(snap, s.cfg.ClusterID)
+	m, err := mapOf(snap, s.cfg.Hub.ClusterID())
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -242,7 +242,7 @@ func TestNodeCalls(t *testing.T) {
 	// Answers come from the hub, which follows etcd a moment behind.
 	eventually(t, "the hub has every change", func() bool {
 		v, err := d.Version(ctx)
-		return err == nil && srv.svc.Hub().Current().Version() == v
+		return err == nil && srv.svc.hub.Current().Version() == v
 	})
 	lk, err := dc.Lookup(ctx, &slotdv1.LookupRequest{Target: &slotdv1.LookupRequest_Key{Key: []byte("{user:42}:cart")}})
 	if err != nil {

@@ -42,7 +42,7 @@ func BenchmarkGetMap(b *testing.B) {
 				b.Fatal(err)
 			}
 			srv := startServer(b, d, "127.0.0.1:0", nil)
-			eventually(b, "hub has the map", func() bool { return srv.svc.Hub().Current() != nil })
+			eventually(b, "hub has the map", func() bool { return srv.svc.hub.Current() != nil })
 			dc := slotdv1.NewDirectoryClient(dial(b, srv.addr()))
 			ctx := testCtx(b)
 			var size int

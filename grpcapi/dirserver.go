@@ -39,7 +39,7 @@ func (s *DirectoryServer) current(ctx context.Context) (*slotmap.Map, *slotdv1.S
 	if v := s.hub.latest(); v != nil {
 		return v.m, v.pb, nil
 	}
-	m, err := readMap(ctx, s.dir, s.cfg.ClusterID)
+	m, err := readMap(ctx, s.dir, s.cfg.Hub.ClusterID())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -118,7 +118,7 @@ func (s *DirectoryServer) WatchMap(req *slotdv1.WatchMapRequest, stream grpc.Ser
 		case cur == nil && waited && last == 0:
 			// The hub has no map: not bootstrapped yet (the hub only
 			// follows a bootstrapped table), or still starting.
-			m, err := readMap(ctx, s.dir, s.cfg.ClusterID)
+			m, err := readMap(ctx, s.dir, s.cfg.Hub.ClusterID())
 			if err != nil {
 				return toStatus(err)
 			}

@@ -17,7 +17,9 @@
 //
 // Usage:
 //
-//	svc, err := grpcapi.New(grpcapi.Config{Directory: d, Control: ctl, ClusterID: id, Logger: lg, Registerer: reg})
+//	hub, err := grpcapi.NewHub(grpcapi.HubConfig{Directory: d, ClusterID: id, Registerer: reg})
+//	agg, err := load.New(load.Config{Map: hub}) // the stores' load reports, checked against hub's map
+//	svc, err := grpcapi.New(grpcapi.Config{Directory: d, Hub: hub, Load: agg, Control: ctl, Logger: lg, Registerer: reg})
 //	if err != nil { ... }
 //	srv := grpc.NewServer(append(grpcapi.ServerOptions(), authOpts...)...)
 //	svc.Register(srv)

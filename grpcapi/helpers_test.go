@@ -15,6 +15,7 @@ import (
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/etcdtest"
 	"github.com/slotd/slotd/internal/waitfor"
+	"github.com/slotd/slotd/load"
 	"github.com/slotd/slotd/migrations"
 	"github.com/slotd/slotd/mover"
 	"github.com/slotd/slotd/slots"
@@ -112,6 +113,17 @@ type server struct {
 	served chan struct{}
 }
 
+// newHub is a hub over d for cluster "test", keeping keep deltas (0: the
+// default).
+func newHub(t testing.TB, d *directory.Directory, keep int) *Hub {
+	t.Helper()
+	h, err := NewHub(HubConfig{Directory: d, ClusterID: "test", Keep: keep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 // startServer serves a Service over d on addr ("127.0.0.1:0" for a free
 // port). It is stopped when the test ends, if not before.
 func startServer(t testing.TB, d *directory.Directory, addr string, mod func(*Config), opts ...grpc.ServerOption) *server {
@@ -120,9 +132,15 @@ func startServer(t testing.TB, d *directory.Directory, addr string, mod func(*Co
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Directory: d, Control: ctl, ClusterID: "test", ServerID: "s1"}
+	cfg := Config{Directory: d, Control: ctl, ServerID: "s1"}
 	if mod != nil {
 		mod(&cfg)
+	}
+	if cfg.Hub == nil {
+		cfg.Hub = newHub(t, d, 0)
+	}
+	if cfg.Load, err = load.New(load.Config{Map: cfg.Hub}); err != nil {
+		t.Fatal(err)
 	}
 	svc, err := New(cfg)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
@@ -33,8 +34,8 @@ type HubConfig struct {
 	// Keep is how many recent deltas are kept; default DefaultKeep.
 	Keep   int
 	Logger *slog.Logger
-	// metrics is set by New; nil in a standalone hub.
-	metrics *metrics
+	// Registerer takes the hub's metrics (slotd_service_map_*); nil: none.
+	Registerer prometheus.Registerer
 }
 
 // Validate reports a config that cannot work.
@@ -82,7 +83,7 @@ func (v *version) fullUpdate() *encoded {
 type Hub struct {
 	cfg HubConfig
 	lg  *slog.Logger
-	m   *metrics
+	m   *hubMetrics
 
 	mu      sync.Mutex // serializes the writers of st (publish, close)
 	st      atomic.Pointer[hubState]
@@ -110,7 +111,11 @@ func NewHub(cfg HubConfig) (*Hub, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{cfg: cfg, lg: cfg.Logger, m: cfg.metrics}
+	m, err := newHubMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	h := &Hub{cfg: cfg, lg: cfg.Logger, m: m}
 	h.st.Store(&hubState{changed: make(chan struct{})})
 	return h, nil
 }
@@ -190,6 +195,9 @@ func (h *Hub) publish(m *slotmap.Map) {
 		h.m.mapBytes.Set(float64(proto.Size(fullUpdate(v.pb))))
 	}
 }
+
+// ClusterID returns the id that names the cluster in every map it serves.
+func (h *Hub) ClusterID() string { return h.cfg.ClusterID }
 
 // Current returns the latest map, or nil before the directory is
 // bootstrapped (or before Run has read it).

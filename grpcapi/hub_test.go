@@ -88,7 +88,7 @@ func TestHubSince(t *testing.T) {
 func TestSlowWatcherDoesNotBlockOthers(t *testing.T) {
 	d := newDir(t, etcdtest.New(t))
 	bootstrap(t, d)
-	srv := startServer(t, d, "127.0.0.1:0", func(c *Config) { c.Keep = 2 })
+	srv := startServer(t, d, "127.0.0.1:0", func(c *Config) { c.Hub = newHub(t, d, 2) })
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	slow, err := slotdv1.NewDirectoryClient(dial(t, srv.addr())).WatchMap(ctx, &slotdv1.WatchMapRequest{})
@@ -125,7 +125,7 @@ func TestSlowWatcherDoesNotBlockOthers(t *testing.T) {
 			t.Fatalf("slow watcher got a delta that does not follow version %d: %v", m.Version(), err)
 		}
 	}
-	if !m.Equal(srv.svc.Hub().Current()) {
+	if !m.Equal(srv.svc.hub.Current()) {
 		t.Errorf("slow watcher's map at version %d differs from the hub's", m.Version())
 	}
 }
@@ -136,10 +136,10 @@ func TestWatchResumesFromKnownVersion(t *testing.T) {
 	d := newDir(t, etcdtest.New(t))
 	bootstrap(t, d)
 	srv := startServer(t, d, "127.0.0.1:0", nil)
-	eventually(t, "hub has the map", func() bool { return srv.svc.Hub().Current() != nil })
-	known := srv.svc.Hub().Current().Version()
+	eventually(t, "hub has the map", func() bool { return srv.svc.hub.Current() != nil })
+	known := srv.svc.hub.Current().Version()
 	v := moveSlot(t, d, 5, otherThan(t, d, 5))
-	eventually(t, "hub at the move", func() bool { return srv.svc.Hub().Current().Version() == v })
+	eventually(t, "hub at the move", func() bool { return srv.svc.hub.Current().Version() == v })
 
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()

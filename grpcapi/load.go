@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/slotd/slotd/api/slotdv1"
-	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/auth"
 	"github.com/slotd/slotd/load"
 	"github.com/slotd/slotd/slots"
@@ -36,20 +35,16 @@ func (s *LoadServer) Get(ctx context.Context, req *slotdv1.GetLoadRequest) (*slo
 	return s.agg.View(s.now(), load.ViewOptions{Nodes: req.GetNodeIds(), Slots: req.GetSlots()}).Proto(), nil
 }
 
-// hubMap is the hub as the aggregator checks reports against it.
-type hubMap struct{ h *Hub }
-
-var _ load.Map = hubMap{}
-
-func (m hubMap) Current() *slotmap.Map { return m.h.Current() }
+// The aggregator checks reports against the hub's map.
+var _ load.Map = (*Hub)(nil)
 
 // ChangedSince collects the slots of the kept deltas after version v. A
 // replica may not have published v itself (it can see two directory
 // changes as one version): a kept delta that spans v counts whole, which
 // only ever adds slots.
-func (m hubMap) ChangedSince(v uint64) (slots.Set, bool) {
+func (h *Hub) ChangedSince(v uint64) (slots.Set, bool) {
 	var changed slots.Set
-	st := m.h.st.Load()
+	st := h.st.Load()
 	if st.closed || len(st.recent) == 0 {
 		return changed, false
 	}

@@ -33,7 +33,6 @@ func TestHubChangedSince(t *testing.T) {
 	publish(12, 1)    // 10 -> 12: version 11 never published here
 	publish(13, 2, 3) // 12 -> 13
 	publish(15, 4)    // 13 -> 15; Keep 3 drops version 10's entry
-	hm := hubMap{h}
 	for _, tc := range []struct {
 		v    uint64
 		want []int
@@ -47,7 +46,7 @@ func TestHubChangedSince(t *testing.T) {
 		{10, []int{1, 2, 3, 4}, true},
 		{9, nil, false},
 	} {
-		got, ok := hm.ChangedSince(tc.v)
+		got, ok := h.ChangedSince(tc.v)
 		var want slots.Set
 		for _, s := range tc.want {
 			want.Add(slots.MustNew(s))

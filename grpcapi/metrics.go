@@ -14,9 +14,27 @@ type metrics struct {
 	// sentFull and sentDelta are sends' two children, looked up once: a
 	// change costs one increment per watcher.
 	sentFull, sentDelta prometheus.Counter
-	version             prometheus.Gauge
-	mapBytes            prometheus.Gauge
 	leases              *leases
+}
+
+// hubMetrics are the hub's: the map this replica serves.
+type hubMetrics struct {
+	version  prometheus.Gauge
+	mapBytes prometheus.Gauge
+}
+
+func newHubMetrics(reg prometheus.Registerer) (*hubMetrics, error) {
+	m := &hubMetrics{
+		version: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "slotd_service_map_version",
+			Help: "Directory version of the map this replica serves.",
+		}),
+		mapBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "slotd_service_map_bytes",
+			Help: "Encoded size of the full map this replica serves.",
+		}),
+	}
+	return m, register(reg, m.version, m.mapBytes)
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -29,29 +47,26 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "slotd_service_watch_updates_total",
 			Help: "Updates sent on WatchMap streams, by kind (full, delta).",
 		}, []string{"kind"}),
-		version: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "slotd_service_map_version",
-			Help: "Directory version of the map this replica serves.",
-		}),
-		mapBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "slotd_service_map_bytes",
-			Help: "Encoded size of the full map this replica serves.",
-		}),
 		leases: newLeases(),
 	}
 	m.sentFull = m.sends.WithLabelValues("full")
 	m.sentDelta = m.sends.WithLabelValues("delta")
+	return m, register(reg, m.watchers, m.sends, m.leases)
+}
+
+// register registers cs on reg (nothing without one).
+func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	if reg == nil {
-		return m, nil
+		return nil
 	}
-	for _, c := range []prometheus.Collector{m.watchers, m.sends, m.version, m.mapBytes, m.leases} {
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
-				return nil, fmt.Errorf("%w: metrics already registered; give each service its own registerer", ErrInvalidConfig)
+				return fmt.Errorf("%w: metrics already registered; give each service its own registerer", ErrInvalidConfig)
 			}
-			return nil, fmt.Errorf("service: register metrics: %w", err)
+			return fmt.Errorf("service: register metrics: %w", err)
 		}
 	}
-	return m, nil
+	return nil
 }

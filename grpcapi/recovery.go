@@ -43,7 +43,7 @@ func (s *RecoveryServer) operator(ctx context.Context, claimed string) string {
 // FreshMap implements slotdv1.RecoveryServer: the map read from etcd in
 // one linearizable read, never the hub's copy, which may lag.
 func (s *RecoveryServer) FreshMap(ctx context.Context, _ *slotdv1.FreshMapRequest) (*slotdv1.FreshMapResponse, error) {
-	m, err := readMap(ctx, s.dir, s.cfg.ClusterID)
+	m, err := readMap(ctx, s.dir, s.cfg.Hub.ClusterID())
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -35,14 +35,17 @@ var _ MoverStatus = (*mover.Executor)(nil)
 type Config struct {
 	// Directory is the slot table. Required.
 	Directory *directory.Directory
+	// Hub follows the directory for the Directory server's reads and
+	// streams, and names the cluster in every map (its ClusterID). The
+	// Service runs it (Run). Required.
+	Hub *Hub
+	// Load is this replica's aggregate of the stores' load reports, which
+	// the Load server fills and answers from. Required.
+	Load *load.Aggregator
 	// Control is the mover's operator API. Required.
 	Control *mover.Control
 	// Mover, when set, tells Status the leader and the bytes copied so far.
 	Mover MoverStatus
-	// ClusterID identifies the cluster in every map (e.g. the etcd cluster
-	// id), so a client never mixes maps of two clusters. Replicas over one
-	// etcd must use the same id.
-	ClusterID string
 	// ServerID names this replica in Status.
 	ServerID string
 	// Authenticated says that an auth interceptor runs in front of the
@@ -53,10 +56,8 @@ type Config struct {
 	// the version the client already holds (a replica that just started)
 	// before sending what it has. Default DefaultCatchUpWait.
 	CatchUpWait time.Duration
-	// Keep is how many deltas the hub keeps; default DefaultKeep.
-	Keep       int
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	Logger      *slog.Logger
+	Registerer  prometheus.Registerer
 }
 
 // Validate reports a Config that cannot work.
@@ -64,12 +65,14 @@ func (c Config) Validate() error {
 	switch {
 	case c.Directory == nil:
 		return fmt.Errorf("%w: Directory is required", ErrInvalidConfig)
+	case c.Hub == nil:
+		return fmt.Errorf("%w: Hub is required", ErrInvalidConfig)
+	case c.Load == nil:
+		return fmt.Errorf("%w: Load is required", ErrInvalidConfig)
 	case c.Control == nil:
 		return fmt.Errorf("%w: Control is required", ErrInvalidConfig)
 	case c.CatchUpWait < 0:
 		return fmt.Errorf("%w: durations must not be negative", ErrInvalidConfig)
-	case c.Keep < 0:
-		return fmt.Errorf("%w: Keep %d is negative", ErrInvalidConfig, c.Keep)
 	}
 	return nil
 }
@@ -96,8 +99,9 @@ type Service struct {
 	load     *LoadServer
 }
 
-// New builds the servers. Run the hub with Run; register the servers with
-// Register on a grpc.Server built with ServerOptions().
+// New builds the servers over cfg's hub and load aggregate. Run the hub
+// with Run; register the servers with Register on a grpc.Server built with
+// ServerOptions().
 func New(cfg Config) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -107,10 +111,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	hub, err := NewHub(HubConfig{Directory: cfg.Directory, ClusterID: cfg.ClusterID, Keep: cfg.Keep, Logger: cfg.Logger, metrics: m})
-	if err != nil {
-		return nil, err
-	}
+	hub := cfg.Hub
 	m.leases.known = func(id string) bool {
 		cur := hub.Current()
 		if cur == nil {
@@ -122,18 +123,8 @@ func New(cfg Config) (*Service, error) {
 	d := &DirectoryServer{cfg: cfg, dir: cfg.Directory, hub: hub, m: m}
 	a := &AdminServer{cfg: cfg, dir: cfg.Directory, ctl: cfg.Control, hub: hub, lg: cfg.Logger, leases: m.leases}
 	au := &AutoServer{dir: cfg.Directory, admin: a, now: time.Now}
-	r := &RecoveryServer{cfg: cfg, dir: cfg.Directory, lg: cfg.Logger}
-	agg, err := load.New(load.Config{Map: hubMap{hub}})
-	if err != nil {
-		return nil, err
-	}
-	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(agg.Collector()); err != nil {
-			return nil, fmt.Errorf("service: register load metrics: %w", err)
-		}
-	}
-	r.lastBytes = agg.LastBytes
-	l := &LoadServer{agg: agg, now: time.Now}
+	r := &RecoveryServer{cfg: cfg, dir: cfg.Directory, lg: cfg.Logger, lastBytes: cfg.Load.LastBytes}
+	l := &LoadServer{agg: cfg.Load, now: time.Now}
 	return &Service{hub: hub, dir: d, admin: a, auto: au, recovery: r, op: &OperatorServer{a: a}, load: l}, nil
 }
 
@@ -149,16 +140,9 @@ func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	slotdv1.RegisterLoadServer(srv, s.load)
 }
 
-// Load returns this replica's load aggregate (the planner's input: its
-// NodeLoads).
-func (s *Service) Load() *load.Aggregator { return s.load.agg }
-
 // Run follows the directory until ctx is done; WatchMap streams end when
 // it returns. See Hub.Run.
 func (s *Service) Run(ctx context.Context) error { return s.hub.Run(ctx) }
-
-// Hub returns the service's map hub.
-func (s *Service) Hub() *Hub { return s.hub }
 
 // Directory returns the Directory server.
 func (s *Service) Directory() *DirectoryServer { return s.dir }

@@ -31,7 +31,7 @@ func TestWatchersSeeMapChange(t *testing.T) {
 			t.Errorf("client %d: slot 42 owner %q at version %d, want %q", i, got, c.Map().Version(), to)
 		}
 	}
-	if n := srv.svc.Hub().Current().Version(); n < v {
+	if n := srv.svc.hub.Current().Version(); n < v {
 		t.Errorf("hub at version %d, want >= %d", n, v)
 	}
 	m := srv.svc.dir.m
@@ -41,7 +41,7 @@ func TestWatchersSeeMapChange(t *testing.T) {
 	if full, delta := testutil.ToFloat64(m.sends.WithLabelValues("full")), testutil.ToFloat64(m.sends.WithLabelValues("delta")); full < 3 || delta < 3 {
 		t.Errorf("updates sent: %v full (want >= 3, one per watcher), %v delta (want >= 3)", full, delta)
 	}
-	if got := testutil.ToFloat64(m.version); got < float64(v) {
+	if got := testutil.ToFloat64(srv.svc.hub.m.version); got < float64(v) {
 		t.Errorf("slotd_service_map_version %v, want >= %d", got, v)
 	}
 }
@@ -106,8 +106,8 @@ func TestOlderRedirectDoesNotRollBack(t *testing.T) {
 	srv := startServer(t, d, "127.0.0.1:0", nil)
 	key := []byte("{user:42}:cart")
 	s := slots.ForKey(key)
-	eventually(t, "hub has the map", func() bool { return srv.svc.Hub().Current() != nil })
-	old := srv.svc.Hub().Current()
+	eventually(t, "hub has the map", func() bool { return srv.svc.hub.Current() != nil })
+	old := srv.svc.hub.Current()
 	oldOwner := old.OwnerID(s)
 	to := otherThan(t, d, s.Int())
 	v := moveSlot(t, d, s.Int(), to)

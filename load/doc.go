@@ -15,7 +15,7 @@
 // not registered (ErrUnknownNode), or this replica's map is older than the
 // report (ErrBehind: the node reports again at its next interval).
 //
-//	agg, err := load.New(load.Config{Map: hub}) // grpcapi.New does this over its hub
+//	agg, err := load.New(load.Config{Map: hub}) // server.New does this over its grpcapi.Hub
 //	err = agg.Report(time.Now(), req)           // from the Load.Report RPC
 //	loads := agg.NodeLoads(time.Now())          // the planner's input
 //	view := agg.View(time.Now(), load.ViewOptions{}) // Load.Get: slotctl status and top

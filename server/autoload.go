@@ -12,20 +12,15 @@ import (
 // replica's load aggregate (every replica receives every report, so the
 // mover's leader has them at once).
 type autoLoad struct {
-	// agg is set once the service that owns it exists, before anything
-	// runs.
 	agg *load.Aggregator
 	now func() time.Time
 }
 
-var _ mover.AutoLoad = (*autoLoad)(nil)
+var _ mover.AutoLoad = autoLoad{}
 
 // AutoRatios implements mover.AutoLoad: the ratio in dimension of every
 // node active in snap whose load is known, and which nodes reported.
-func (a *autoLoad) AutoRatios(snap *directory.Snapshot, dimension string) ([]mover.AutoRatio, map[string]bool) {
-	if a.agg == nil {
-		return nil, nil
-	}
+func (a autoLoad) AutoRatios(snap *directory.Snapshot, dimension string) ([]mover.AutoRatio, map[string]bool) {
 	v := a.agg.View(a.now(), load.ViewOptions{})
 	reported := map[string]bool{}
 	var out []mover.AutoRatio

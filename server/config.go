@@ -100,9 +100,6 @@ type Config struct {
 	// (--balance-by): slots, bytes, ops or auto (bytes and ops together,
 	// slot counts until a node reports its load).
 	BalanceBy planner.BalanceBy
-	// Loads gives plans the nodes' measured load (nil: none). No flag: the
-	// server's load aggregator when it has one.
-	Loads mover.LoadSource
 
 	// DisableMover serves the API without running the mover: plans are
 	// stored and stay where the API leaves them. No flag; tests use it to

@@ -1,6 +1,6 @@
 package server
 
-// The directory's etcd and its schema, store dialing, and the load source the mover reads.
+// The directory's etcd and its schema, and store dialing.
 
 import (
 	"context"
@@ -17,8 +17,6 @@ import (
 
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/migrations"
-	"github.com/slotd/slotd/mover"
-	"github.com/slotd/slotd/mover/planner"
 	"github.com/slotd/slotd/server/embedetcd"
 	"github.com/slotd/slotd/tlsconf"
 )
@@ -121,16 +119,3 @@ func openEtcd(ctx context.Context, cfg Config, lg *slog.Logger) (member *embedet
 	}
 	return member, endpoints, cli, nil
 }
-
-// serviceLoads reads the load aggregate of the server's services, which are
-// built after the mover's Control.
-type serviceLoads struct{ s *Server }
-
-func (l serviceLoads) NodeLoads(now time.Time) map[string]planner.NodeLoad {
-	if l.s.svc == nil {
-		return nil
-	}
-	return l.s.svc.Load().NodeLoads(now)
-}
-
-var _ mover.LoadSource = serviceLoads{}

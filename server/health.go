@@ -65,7 +65,7 @@ func followReadiness(ctx context.Context, hs *health.Server, dir *directory.Dire
 // httpMux serves /metrics, /healthz (the process runs), /readyz (etcd
 // answers and holds a schema this binary supports) and, everywhere else,
 // ui: the web console (/ redirects to /ui/).
-func httpMux(reg *prometheus.Registry, dir *directory.Directory, svc *grpcapi.Service, ui http.Handler) http.Handler {
+func httpMux(reg *prometheus.Registry, dir *directory.Directory, hub *grpcapi.Hub, ui http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", ui)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -78,7 +78,7 @@ func httpMux(reg *prometheus.Registry, dir *directory.Directory, svc *grpcapi.Se
 			return
 		}
 		v := uint64(0)
-		if m := svc.Hub().Current(); m != nil {
+		if m := hub.Current(); m != nil {
 			v = m.Version()
 		}
 		fmt.Fprintf(w, "ready: map version %d\n", v)

@@ -26,6 +26,7 @@ import (
 	"github.com/slotd/slotd/console"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/grpcapi"
+	"github.com/slotd/slotd/load"
 	"github.com/slotd/slotd/mover"
 	"github.com/slotd/slotd/server/embedetcd"
 	"github.com/slotd/slotd/tlsconf"
@@ -44,7 +45,8 @@ type Server struct {
 	dir       *directory.Directory
 	pool      *mover.StorePool
 	exe       *mover.Executor // nil with DisableMover
-	autoLoad  *autoLoad       // the balancer's view of the service's load aggregate
+	hub       *grpcapi.Hub
+	load      *load.Aggregator
 	svc       *grpcapi.Service
 	az        *auth.Authorizer
 	clusterID string
@@ -67,7 +69,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, lg: cfg.Logger, autoLoad: &autoLoad{now: time.Now}}
+	s := &Server{cfg: cfg, lg: cfg.Logger}
 	if s.lg == nil {
 		s.lg = slog.New(slog.DiscardHandler)
 	}
@@ -128,14 +130,22 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.pool = mover.NewStorePool(mover.PoolConfig{DialOptions: storeDial, Logger: lg})
-	loads := cfg.Loads
-	if loads == nil {
-		// This replica's aggregate of the stores' reports, built with the
-		// services below.
-		loads = serviceLoads{s}
+	// The map this replica serves, followed from the directory, and its
+	// aggregate of the stores' load reports, checked against that map:
+	// built before their users (the mover's plans and balancer, the API,
+	// the console), which share them.
+	if s.hub, err = grpcapi.NewHub(grpcapi.HubConfig{Directory: s.dir, ClusterID: s.clusterID, Logger: lg, Registerer: s.reg}); err != nil {
+		return nil, err
 	}
-	ctl, err := mover.NewControl(mover.ControlConfig{Directory: s.dir, Sizes: s.pool, Logger: lg, Loads: loads, BalanceBy: cfg.BalanceBy})
+	if s.load, err = load.New(load.Config{Map: s.hub}); err != nil {
+		return nil, err
+	}
+	if err := s.reg.Register(s.load.Collector()); err != nil {
+		return nil, fmt.Errorf("register load metrics: %w", err)
+	}
+
+	s.pool = mover.NewStorePool(mover.PoolConfig{DialOptions: storeDial, Logger: lg})
+	ctl, err := mover.NewControl(mover.ControlConfig{Directory: s.dir, Sizes: s.pool, Logger: lg, Loads: s.load, BalanceBy: cfg.BalanceBy})
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +159,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		// The automatic balancer, a part of the mover's leader: it runs only
 		// while this slotd leads, with the leader's context.
 		bal, err := mover.NewBalancer(mover.BalancerConfig{
-			Directory: s.dir, Control: ctl, Name: cfg.Name, Tick: cfg.BalancerTick, Load: s.autoLoad, Logger: lg, Registerer: s.reg,
+			Directory: s.dir, Control: ctl, Name: cfg.Name, Tick: cfg.BalancerTick, Load: autoLoad{agg: s.load, now: time.Now}, Logger: lg, Registerer: s.reg,
 		})
 		if err != nil {
 			return nil, err
@@ -171,7 +181,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	sc := grpcapi.Config{
-		Directory: s.dir, Control: ctl, ClusterID: s.clusterID, ServerID: cfg.Name,
+		Directory: s.dir, Hub: s.hub, Load: s.load, Control: ctl, ServerID: cfg.Name,
 		Authenticated: s.az.Enabled(), Logger: lg, Registerer: s.reg,
 	}
 	if s.exe != nil {
@@ -180,7 +190,6 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if s.svc, err = grpcapi.New(sc); err != nil {
 		return nil, err
 	}
-	s.autoLoad.agg = s.svc.Load()
 
 	// Authorization first, so a refused call runs nothing else; then the
 	// request metrics (slotd_grpc_server_*; the auth interceptor counts
@@ -222,12 +231,12 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		// The web console (/ui/ and its JSON under /api/v1/) shares the
 		// port and, with roles on, gRPC's identities and policy; its load
 		// is this replica's aggregate of the stores' reports.
-		ui, err := console.New(console.Config{Source: console.FromService(s.svc, s.dir), Load: console.FromAggregator(s.svc.Load()),
+		ui, err := console.New(console.Config{Source: consoleSource{hub: s.hub, svc: s.svc, dir: s.dir}, Load: consoleLoad{s.load},
 			Authorizer: s.az, Logger: lg})
 		if err != nil {
 			return nil, err
 		}
-		s.hsrv = &http.Server{Handler: httpMux(s.reg, s.dir, s.svc, ui), ReadHeaderTimeout: 10 * time.Second,
+		s.hsrv = &http.Server{Handler: httpMux(s.reg, s.dir, s.hub, ui), ReadHeaderTimeout: 10 * time.Second,
 			// Failed handshakes and the like: debug, not stderr.
 			ErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelDebug)}
 		if s.ts != nil {

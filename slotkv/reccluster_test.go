@@ -18,6 +18,7 @@ import (
 	"github.com/slotd/slotd/grpcapi"
 	"github.com/slotd/slotd/internal/etcdtest"
 	"github.com/slotd/slotd/internal/waitfor"
+	"github.com/slotd/slotd/load"
 	"github.com/slotd/slotd/migrations"
 	"github.com/slotd/slotd/mover"
 	"github.com/slotd/slotd/node"
@@ -75,7 +76,15 @@ func newRecCluster(t *testing.T, mods ...func(*directory.Config)) *recCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := grpcapi.New(grpcapi.Config{Directory: d, Control: ctl, ClusterID: "rec", ServerID: "s1"})
+	maps, err := grpcapi.NewHub(grpcapi.HubConfig{Directory: d, ClusterID: "rec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg, err := load.New(load.Config{Map: maps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := grpcapi.New(grpcapi.Config{Directory: d, Hub: maps, Load: agg, Control: ctl, ServerID: "s1"})
 	if err != nil {
 		t.Fatal(err)
 	}
