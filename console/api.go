@@ -3,13 +3,13 @@ package console
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
+	"github.com/slotd/slotd/clusterstatus"
+	"github.com/slotd/slotd/load"
 	"github.com/slotd/slotd/mover/planner"
 	"github.com/slotd/slotd/slots"
 )
@@ -50,15 +50,9 @@ type statusJSON struct {
 }
 
 type nodeJSON struct {
-	ID          string     `json:"id"`
-	Address     string     `json:"address"`
-	Zone        string     `json:"zone"`
-	Weight      uint32     `json:"weight"`
-	State       string     `json:"state"`
-	Slots       uint32     `json:"slots"`
-	TargetSlots uint32     `json:"target_slots"`
-	SlotRatio   float64    `json:"slot_ratio"`
-	Heartbeat   *time.Time `json:"last_heartbeat"`
+	clusterstatus.NodeSlots
+	SlotRatio float64    `json:"slot_ratio"`
+	Heartbeat *time.Time `json:"last_heartbeat"`
 	// Measured load: null when the node has not reported any.
 	Keys       *float64 `json:"keys"`
 	Bytes      *float64 `json:"bytes"`
@@ -145,10 +139,6 @@ const hotLimit = 10
 // historyLimit is how many recent changes the status lists.
 const historyLimit = 20
 
-func enumName(s fmt.Stringer, prefix string) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), prefix))
-}
-
 func buildMap(m *slotmap.Map) mapJSON {
 	out := mapJSON{Nodes: []string{}, Owners: make([]int, slots.Count), Migrations: []migrationJSON{}}
 	if m == nil {
@@ -174,7 +164,7 @@ func buildMap(m *slotmap.Map) mapJSON {
 		out.Owners[s] = i
 	}
 	for _, mg := range m.Migrations() {
-		out.Migrations = append(out.Migrations, migrationJSON{Slot: mg.Slot.Int(), From: mg.From, To: mg.To, Phase: enumName(mg.Phase, "MOVE_PHASE_")})
+		out.Migrations = append(out.Migrations, migrationJSON{Slot: mg.Slot.Int(), From: mg.From, To: mg.To, Phase: clusterstatus.MovePhase(mg.Phase)})
 	}
 	return out
 }
@@ -182,21 +172,24 @@ func buildMap(m *slotmap.Map) mapJSON {
 // perSlot is the measured load of every slot: nil where unmeasured.
 type perSlot [slots.Count]*planner.SlotLoad
 
-// slotLoads spreads the nodes' reports over the slots of map m: a slot is
-// measured when its owner reported; a slot absent from that report is
+// slotLoads spreads the view's slots over the slots of map m: a slot is
+// measured when its owner's load is known; a slot absent from its slots is
 // empty and idle.
-func slotLoads(m *slotmap.Map, loads map[string]planner.NodeLoad) *perSlot {
+func slotLoads(m *slotmap.Map, lv load.View) *perSlot {
 	var out perSlot
-	if m == nil || len(loads) == 0 {
+	if m == nil {
 		return &out
 	}
 	byNode := map[string]map[uint16]planner.SlotLoad{}
-	for id, nl := range loads {
-		sl := make(map[uint16]planner.SlotLoad, len(nl.Slots))
-		for _, s := range nl.Slots {
+	for _, n := range lv.Nodes {
+		if !n.Known {
+			continue
+		}
+		sl := make(map[uint16]planner.SlotLoad, len(n.Slots))
+		for _, s := range n.Slots {
 			sl[s.Slot] = s
 		}
-		byNode[id] = sl
+		byNode[n.ID] = sl
 	}
 	for s := range slots.Count {
 		rep, ok := byNode[m.OwnerID(slots.MustNew(s))]
@@ -224,84 +217,55 @@ func buildLoad(version uint64, ps *perSlot) loadJSON {
 
 func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
 
+// round3 is a ratio as the console shows it, to three places; nil stays
+// nil (no ratio).
+func round3(r *float64) *float64 {
+	if r == nil {
+		return nil
+	}
+	return ptr(float64(int64(*r*1000+0.5)) / 1000)
+}
+
 func ptr(f float64) *float64 { return &f }
 
-// buildStatus assembles the status from the source's reads.
+// buildStatus assembles the status from the source's reads: the cluster's
+// status (clusterstatus, as slotctl status shows it) under the console's
+// field names, with the plan's rates, the recent history and the hottest
+// slots and keys.
 func (h *Handler) buildStatus(ctx context.Context) (statusJSON, error) {
-	st, err := h.cfg.Source.Status(ctx)
+	resp, err := h.cfg.Source.Status(ctx)
 	if err != nil {
 		return statusJSON{}, err
 	}
+	var infos []*slotdv1.NodeInfo
+	if ln, err := h.cfg.Source.Nodes(ctx); err == nil {
+		infos = ln.GetNodes()
+	} else {
+		h.cfg.Logger.Debug("console: list nodes", "err", err)
+	}
+	lv := h.view(ctx)
+	st := clusterstatus.Build(resp, infos, lv)
 	now := h.cfg.Now()
-	out := statusJSON{Version: st.GetVersion(), Server: st.GetServer(), MoverLeader: st.GetMoverLeader(),
-		Throttle: st.GetThrottle().GetDefaultBytesPerSecond(), Nodes: []nodeJSON{}, InFlight: []inFlightJSON{}, History: []historyJSON{},
+	out := statusJSON{Version: st.Version, Server: st.Server, MoverLeader: st.MoverLeader,
+		Throttle: st.Throttle, Nodes: []nodeJSON{}, InFlight: []inFlightJSON{}, History: []historyJSON{},
 		Load: loadSummaryJSON{Measured: []string{}, HotSlots: []hotSlotJSON{}, HotKeys: []hotKeyJSON{}}}
 	m := h.cfg.Source.Map()
 	if m != nil {
 		out.ClusterID = m.ClusterID()
 	}
-
-	heartbeats := map[string]*time.Time{}
-	if ln, err := h.cfg.Source.Nodes(ctx); err == nil {
-		for _, ni := range ln.GetNodes() {
-			if hb := ni.GetLastHeartbeat(); hb != nil {
-				t := hb.AsTime().UTC()
-				heartbeats[ni.GetNode().GetId()] = &t
-			}
-		}
-	} else {
-		h.cfg.Logger.Debug("console: list nodes", "err", err)
-	}
-
-	loads := h.loads(ctx)
-	type sums struct{ keys, bytes, ops float64 }
-	perNode := map[string]sums{}
-	for id, nl := range loads {
-		var s sums
-		for _, l := range nl.Slots {
-			s.keys += l.Keys
-			s.bytes += l.Bytes
-			s.ops += l.Ops()
-		}
-		perNode[id] = s
-		out.Load.Measured = append(out.Load.Measured, id)
-	}
-	slices.Sort(out.Load.Measured)
-	// Ratios against the mean of the measured nodes that take slots.
-	var meanBytes, meanOps float64
-	n := 0
-	for _, nl := range st.GetNodes() {
-		if s, ok := perNode[nl.GetNode().GetId()]; ok && nl.GetNode().GetState() == slotdv1.NodeState_NODE_STATE_ACTIVE {
-			meanBytes += s.bytes
-			meanOps += s.ops
-			n++
-		}
-	}
-	if n > 0 {
-		meanBytes /= float64(n)
-		meanOps /= float64(n)
-	}
-	for _, nl := range st.GetNodes() {
-		nd := nl.GetNode()
-		j := nodeJSON{ID: nd.GetId(), Address: nd.GetAddress(), Zone: nd.GetZone(), Weight: nd.GetWeight(),
-			State: enumName(nd.GetState(), "NODE_STATE_"), Slots: nl.GetSlots(), TargetSlots: nl.GetTargetSlots(),
-			SlotRatio: nl.GetLoad(), Heartbeat: heartbeats[nd.GetId()]}
-		if s, ok := perNode[nd.GetId()]; ok {
-			j.Keys, j.Bytes, j.Ops = ptr(s.keys), ptr(s.bytes), ptr(round1(s.ops))
-			if meanBytes > 0 {
-				j.BytesRatio = ptr(float64(int64(s.bytes/meanBytes*1000+0.5)) / 1000)
-			}
-			if meanOps > 0 {
-				j.OpsRatio = ptr(float64(int64(s.ops/meanOps*1000+0.5)) / 1000)
-			}
+	for _, n := range st.Nodes {
+		j := nodeJSON{NodeSlots: n.NodeSlots, SlotRatio: n.Load, Heartbeat: n.Heartbeat}
+		if l := n.Measured; l != nil {
+			j.Keys, j.Bytes, j.Ops = ptr(float64(l.Keys)), ptr(float64(l.Bytes)), ptr(round1(l.Ops))
+			j.BytesRatio, j.OpsRatio = round3(l.BytesRatio), round3(l.OpsRatio)
+			out.Load.Measured = append(out.Load.Measured, n.ID)
 		}
 		out.Nodes = append(out.Nodes, j)
 	}
-	slices.SortFunc(out.Nodes, func(a, b nodeJSON) int { return cmp.Compare(a.ID, b.ID) })
 
-	if p := st.GetActivePlan(); p != nil {
+	if p := st.ActivePlan.Plan; p != nil {
 		pr := p.GetProgress()
-		pj := &planJSON{ID: p.GetId(), State: enumName(p.GetState(), "PLAN_STATE_"), Reason: p.GetReason(),
+		pj := &planJSON{ID: p.GetId(), State: clusterstatus.PlanState(p.GetState()), Reason: p.GetReason(),
 			Moves: pr.GetMoves(), Done: pr.GetDone(), Skipped: pr.GetSkipped(), Aborted: pr.GetAborted(), Pending: pr.GetPending(),
 			Bytes: pr.GetBytes(), BytesDone: pr.GetBytesDone()}
 		if mps, bps, ok := h.rates.observe(p.GetId(), now, pr.GetDone()+pr.GetSkipped()+pr.GetAborted(), pr.GetBytesDone()); ok {
@@ -312,9 +276,9 @@ func (h *Handler) buildStatus(ctx context.Context) (statusJSON, error) {
 		}
 		out.Plan = pj
 	}
-	for _, mv := range st.GetInFlight() {
-		out.InFlight = append(out.InFlight, inFlightJSON{Slot: mv.GetSlot(), From: mv.GetFrom(), To: mv.GetTo(),
-			Phase: enumName(mv.GetPhase(), "MOVE_PHASE_"), Bytes: mv.GetBytes(), BytesCopied: mv.GetBytesCopied()})
+	for _, mv := range st.InFlight {
+		out.InFlight = append(out.InFlight, inFlightJSON{Slot: mv.Slot, From: mv.From, To: mv.To,
+			Phase: mv.Phase, Bytes: mv.Bytes, BytesCopied: mv.BytesCopied})
 	}
 
 	if hist, err := h.cfg.Source.History(ctx, historyLimit); err == nil {
@@ -333,7 +297,7 @@ func (h *Handler) buildStatus(ctx context.Context) (statusJSON, error) {
 	}
 
 	// Hot slots by ops, then bytes; hot keys by rate.
-	ps := slotLoads(m, loads)
+	ps := slotLoads(m, lv)
 	var hot []hotSlotJSON
 	for s, l := range ps {
 		if l != nil && (l.Ops() > 0 || l.Bytes > 0) {
@@ -344,9 +308,9 @@ func (h *Handler) buildStatus(ctx context.Context) (statusJSON, error) {
 		return cmp.Or(cmp.Compare(b.Ops, a.Ops), cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Slot, b.Slot))
 	})
 	out.Load.HotSlots = append(out.Load.HotSlots, hot[:min(len(hot), hotLimit)]...)
-	for id, nl := range loads {
-		for _, k := range nl.HotKeys {
-			out.Load.HotKeys = append(out.Load.HotKeys, hotKeyJSON{Key: k.Key, Slot: int(k.Slot), Node: id, Rate: round1(k.Rate)})
+	for _, n := range lv.Nodes {
+		for _, k := range n.HotKeys {
+			out.Load.HotKeys = append(out.Load.HotKeys, hotKeyJSON{Key: k.Key, Slot: int(k.Slot), Node: n.ID, Rate: round1(k.Rate)})
 		}
 	}
 	slices.SortFunc(out.Load.HotKeys, func(a, b hotKeyJSON) int {
@@ -356,16 +320,16 @@ func (h *Handler) buildStatus(ctx context.Context) (statusJSON, error) {
 	return out, nil
 }
 
-// loads reads the load reports; none (nil) without a LoadSource or when it
-// fails, which the page shows as unmeasured.
-func (h *Handler) loads(ctx context.Context) map[string]planner.NodeLoad {
+// view reads the load view; the zero View (every slot unmeasured) without
+// a LoadSource or when it fails.
+func (h *Handler) view(ctx context.Context) load.View {
 	if h.cfg.Load == nil {
-		return nil
+		return load.View{}
 	}
-	l, err := h.cfg.Load.Loads(ctx)
+	v, err := h.cfg.Load.View(ctx)
 	if err != nil {
-		h.cfg.Logger.Debug("console: load reports", "err", err)
-		return nil
+		h.cfg.Logger.Debug("console: load view", "err", err)
+		return load.View{}
 	}
-	return l
+	return v
 }

@@ -207,7 +207,7 @@ func TestConsoleHeatMapInBrowser(t *testing.T) {
 			idle = s.Int()
 		}
 	}
-	h, err := console.New(console.Config{Source: src, Load: fakeLoad{"n1": {
+	h, err := console.New(console.Config{Source: src, Load: fakeLoad{"n1", planner.NodeLoad{
 		Slots: []planner.SlotLoad{{Slot: uint16(hot), Keys: 100, Bytes: 1 << 20, Reads: 50}}}}})
 	if err != nil {
 		t.Fatal(err)

@@ -271,7 +271,7 @@ func (h *Handler) serveLoad(w http.ResponseWriter, r *http.Request) {
 	if m != nil {
 		v = m.Version()
 	}
-	writeJSON(w, r, buildLoad(v, slotLoads(m, h.loads(ctx))))
+	writeJSON(w, r, buildLoad(v, slotLoads(m, h.view(ctx))))
 }
 
 func uitoa(v uint64) string {

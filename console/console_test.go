@@ -24,6 +24,7 @@ import (
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/internal/devca"
 	"github.com/slotd/slotd/internal/waitfor"
+	"github.com/slotd/slotd/load"
 	"github.com/slotd/slotd/mover/planner"
 	"github.com/slotd/slotd/server"
 	"github.com/slotd/slotd/slotkv/kvclient"
@@ -180,9 +181,25 @@ func (s grpcSource) History(ctx context.Context, limit int) ([]directory.Change,
 	return s.d.History(ctx, limit)
 }
 
-type fakeLoad map[string]planner.NodeLoad
+// fakeLoad is a LoadSource that knows one node's load: the node's totals
+// are its slots' sums, and it holds its fair share (ratios 1); the view
+// lists no other node.
+type fakeLoad struct {
+	id   string
+	load planner.NodeLoad
+}
 
-func (f fakeLoad) Loads(context.Context) (map[string]planner.NodeLoad, error) { return f, nil }
+func (f fakeLoad) View(context.Context) (load.View, error) {
+	n := load.NodeView{ID: f.id, Known: true, Weight: 1, State: slotdv1.NodeState_NODE_STATE_ACTIVE, Slots: f.load.Slots, HotKeys: f.load.HotKeys}
+	for _, s := range f.load.Slots {
+		n.Keys += uint64(s.Keys)
+		n.Bytes += uint64(s.Bytes)
+		n.Reads10m += s.Reads
+		n.Writes10m += s.Writes
+	}
+	n.FairKeys, n.FairBytes, n.FairOps = float64(n.Keys), float64(n.Bytes), n.Ops()
+	return load.View{Nodes: []load.NodeView{n}}, nil
+}
 
 // TestLoadSeam: with a LoadSource, slots of a node that reported show
 // their load (zero for a slot its report leaves out), slots of a node that
@@ -205,7 +222,7 @@ func TestLoadSeam(t *testing.T) {
 			idle = s.Int()
 		}
 	}
-	loads := fakeLoad{"n1": {
+	loads := fakeLoad{"n1", planner.NodeLoad{
 		Slots:   []planner.SlotLoad{{Slot: uint16(hot), Keys: 10, Bytes: 1000, Reads: 40, Writes: 10}, {Slot: uint16(warm), Keys: 5, Bytes: 3000, Reads: 1}},
 		HotKeys: []planner.HotKey{{Key: "user:42", Rate: 30, Slot: uint16(hot)}},
 	}}

@@ -6,7 +6,7 @@ import (
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/directory"
-	"github.com/slotd/slotd/mover/planner"
+	"github.com/slotd/slotd/load"
 )
 
 // Source is what the console shows, read in slotd's own process.
@@ -23,11 +23,11 @@ type Source interface {
 	History(ctx context.Context, limit int) ([]directory.Change, error)
 }
 
-// LoadSource is where measured load comes from: each node's last load
-// report (per-slot keys, bytes and request rates, hottest keys) by node id.
-// A node with no report is unmeasured: its slots show grey, never zero.
-// A slot its owner's report does not list holds no data and sees no
+// LoadSource is where measured load comes from: the slotd's view of its
+// stores' load reports, with every slot's load (load.ViewOptions.Slots),
+// as Load.Get answers it. A node whose load is unknown shows grey, never
+// zero; a slot its owner's report does not list holds no data and sees no
 // traffic (measured zero).
 type LoadSource interface {
-	Loads(ctx context.Context) (map[string]planner.NodeLoad, error)
+	View(ctx context.Context) (load.View, error)
 }

@@ -119,6 +119,18 @@ type View struct {
 	HotSpots  []HotSpot  // largest share first
 }
 
+// Unknown names the nodes whose load is unknown, in id order; empty, not
+// nil, when none is.
+func (v View) Unknown() []string {
+	out := []string{}
+	for _, n := range v.Nodes {
+		if !n.Known {
+			out = append(out, n.ID)
+		}
+	}
+	return out
+}
+
 // RatioDims are the dimensions with a ratio.
 var RatioDims = []string{DimKeys, DimBytes, DimOps}
 

@@ -10,7 +10,6 @@ import (
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/grpcapi"
 	"github.com/slotd/slotd/load"
-	"github.com/slotd/slotd/mover/planner"
 )
 
 // consoleSource is what the web console shows, read in this process: the
@@ -39,13 +38,13 @@ func (s consoleSource) History(ctx context.Context, limit int) ([]directory.Chan
 }
 
 // consoleLoad is the console's measured load: this replica's aggregate of
-// the stores' reports, as the planner sees it (a node whose report expired
-// or never came is unmeasured; reads and writes are the ~10-minute
-// averages).
+// the stores' reports, as Load.Get answers it with every slot's load (a
+// node whose report expired or never came is unknown; reads and writes are
+// the ~10-minute averages).
 type consoleLoad struct{ agg *load.Aggregator }
 
 var _ console.LoadSource = consoleLoad{}
 
-func (l consoleLoad) Loads(context.Context) (map[string]planner.NodeLoad, error) {
-	return l.agg.NodeLoads(time.Now()), nil
+func (l consoleLoad) View(context.Context) (load.View, error) {
+	return l.agg.View(time.Now(), load.ViewOptions{Slots: true}), nil
 }

@@ -196,8 +196,8 @@ func TestClusterCommands(t *testing.T) {
 		}
 		var st statusJSON
 		decode(t, s.ok(t, "status", "-o", "json"), &st)
-		if string(st.ActivePlan) != "null" {
-			t.Fatalf("a declined rebalance left an active plan: %s", st.ActivePlan)
+		if st.ActivePlan.Plan != nil {
+			t.Fatalf("a declined rebalance left an active plan: %s", st.ActivePlan.GetId())
 		}
 	})
 	t.Run("wait: interrupted, then cancelled by someone else", func(t *testing.T) {

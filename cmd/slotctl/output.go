@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,10 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/slotd/slotd/api/slotdv1"
+	"github.com/slotd/slotd/clusterstatus"
 )
 
 // printJSON writes v as indented JSON: the stable, documented form of -o json.
@@ -53,34 +51,21 @@ func (g *globals) print(v any, tableFn func(io.Writer) error) error {
 	return tableFn(g.stdout)
 }
 
-// planJSON renders a plan in its one JSON form, everywhere a plan is
-// printed: the protojson of slotdv1.Plan with the .proto field names, which
-// `slotctl apply plan.json` (Admin.SubmitPlan) reads back. protojson varies
-// its whitespace on purpose; re-indenting makes the output stable.
-func planJSON(p *slotdv1.Plan) (json.RawMessage, error) {
-	if p == nil {
-		return json.RawMessage("null"), nil
-	}
-	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(p)
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, b); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
+// How plans, states and times are printed: as in a status
+// (clusterstatus), everywhere.
+var (
+	planJSON  = clusterstatus.PlanJSON
+	nodeState = clusterstatus.NodeState
+	planState = clusterstatus.PlanState
+	movePhase = clusterstatus.MovePhase
+	timeJSON  = clusterstatus.TimeJSON
+)
 
 // enumName is a proto enum value as printed: NODE_STATE_DRAINING with
 // prefix "NODE_STATE_" is "draining".
 func enumName(v fmt.Stringer, prefix string) string {
 	return strings.ToLower(strings.TrimPrefix(v.String(), prefix))
 }
-
-func nodeState(s slotdv1.NodeState) string { return enumName(s, "NODE_STATE_") }
-func planState(s slotdv1.PlanState) string { return enumName(s, "PLAN_STATE_") }
-func movePhase(p slotdv1.MovePhase) string { return enumName(p, "MOVE_PHASE_") }
 
 // formatBytes prints a byte count in binary units: 0 B, 512 B, 1.5 KiB, 250.0 MiB.
 func formatBytes(n uint64) string {
@@ -129,14 +114,6 @@ func formatTime(ts *timestamppb.Timestamp) string {
 		return "-"
 	}
 	return ts.AsTime().UTC().Format(time.RFC3339)
-}
-
-// timeJSON is a timestamp in JSON: RFC 3339 UTC, "" when unset.
-func timeJSON(ts *timestamppb.Timestamp) string {
-	if ts == nil {
-		return ""
-	}
-	return ts.AsTime().UTC().Format(time.RFC3339Nano)
 }
 
 // orDash prints "-" for an empty column.

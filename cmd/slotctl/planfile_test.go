@@ -49,8 +49,8 @@ func TestPlanFileChecks(t *testing.T) {
 	oneLineErr(t, s.run(t, "", "apply", unknown), exitFailure, `node "n9" was never part of this cluster`)
 	var st statusJSON
 	decode(t, s.ok(t, "status", "-o", "json"), &st)
-	if string(st.ActivePlan) != "null" || st.Version != uint64(base) {
-		t.Fatalf("invalid plan files changed the cluster: version %d (was %d), active plan %s", st.Version, base, st.ActivePlan)
+	if st.ActivePlan.Plan != nil || st.Version != uint64(base) {
+		t.Fatalf("invalid plan files changed the cluster: version %d (was %d), active plan %s", st.Version, base, st.ActivePlan.GetId())
 	}
 	// Overtaken: the plan moves slots to nodes now draining. Stale, exit 3.
 	s.ok(t, "nodes", "drain", "n2")

@@ -23,7 +23,7 @@ func init() { register(newTopCmd) }
 // The cluster's hottest keys, hottest first, from each node's heavy-hitter
 // sketch: rate is requests per second over about a minute, overestimated
 // by at most error; share is rate over the node's capacity (its fair share
-// of the cluster's ops, see measuredJSON); flagged is share > 0.2 (the
+// of the cluster's ops, see clusterstatus.Measured); flagged is share > 0.2 (the
 // RFC's threshold). A truncated key is its first 128 bytes.
 type topKeysJSON struct {
 	Keys        []topKeyJSON `json:"keys"`
@@ -138,7 +138,7 @@ func (g *globals) topView(ctx context.Context, c *conn, withSlots bool) (load.Vi
 }
 
 func (g *globals) printTopKeys(v load.View, limit int) error {
-	out := topKeysJSON{Keys: []topKeyJSON{}, LoadUnknown: unknownOf(v)}
+	out := topKeysJSON{Keys: []topKeyJSON{}, LoadUnknown: v.Unknown()}
 	for _, n := range v.Nodes {
 		for _, k := range n.HotKeys {
 			tk := topKeyJSON{Key: k.Key, Slot: k.Slot, Node: n.ID, Rate: k.Rate, Error: k.Err, Truncated: k.Truncated}
@@ -183,7 +183,7 @@ func (g *globals) printTopKeys(v load.View, limit int) error {
 }
 
 func (g *globals) printTopSlots(v load.View, by string, limit int) error {
-	out := topSlotsJSON{By: by, Slots: []topSlotJSON{}, LoadUnknown: unknownOf(v)}
+	out := topSlotsJSON{By: by, Slots: []topSlotJSON{}, LoadUnknown: v.Unknown()}
 	for _, n := range v.Nodes {
 		for _, s := range n.Slots {
 			ts := topSlotJSON{Slot: s.Slot, Node: n.ID, Keys: uint64(s.Keys), Bytes: uint64(s.Bytes), Reads: s.Reads, Writes: s.Writes,
