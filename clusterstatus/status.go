@@ -10,6 +10,7 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/load"
+	"github.com/slotd/slotd/slots"
 )
 
 // Status is the cluster as one slotd answers for it. Its JSON is
@@ -177,6 +178,31 @@ func Build(st *slotdv1.StatusResponse, infos []*slotdv1.NodeInfo, lv load.View) 
 	}
 	for _, h := range lv.HotSpots {
 		out.HotSpots = append(out.HotSpots, HotSpot{Slot: h.Slot, Node: h.Node, Dimension: h.Dimension, Share: h.Share, Tag: h.Tag})
+	}
+	return out
+}
+
+// SlotLines gives every node its slot count (counts, by id), its target
+// (its weight's share of the slots among the active nodes, rounded down; 0
+// when it is not active) and the ratio of the two (0 without a target):
+// the nodes' lines as Admin.Status answers them, and Build reads them.
+func SlotLines(nodes []*slotdv1.Node, counts map[string]int) []*slotdv1.NodeLoad {
+	var total int64
+	for _, n := range nodes {
+		if n.GetState() == slotdv1.NodeState_NODE_STATE_ACTIVE {
+			total += int64(n.GetWeight())
+		}
+	}
+	out := make([]*slotdv1.NodeLoad, 0, len(nodes))
+	for _, n := range nodes {
+		l := &slotdv1.NodeLoad{Node: n, Slots: uint32(counts[n.GetId()])}
+		if n.GetState() == slotdv1.NodeState_NODE_STATE_ACTIVE && total > 0 {
+			l.TargetSlots = uint32(int64(n.GetWeight()) * slots.Count / total)
+			if l.TargetSlots > 0 {
+				l.Load = float64(l.Slots) / float64(l.TargetSlots)
+			}
+		}
+		out = append(out, l)
 	}
 	return out
 }

@@ -93,3 +93,32 @@ func TestBuildEmpty(t *testing.T) {
 		t.Fatalf("round trip of null plan: %v %+v", err, back.ActivePlan)
 	}
 }
+
+func TestSlotLines(t *testing.T) {
+	node := func(id string, w uint32, st slotdv1.NodeState) *slotdv1.Node {
+		return &slotdv1.Node{Id: id, Weight: w, State: st}
+	}
+	active, draining := slotdv1.NodeState_NODE_STATE_ACTIVE, slotdv1.NodeState_NODE_STATE_DRAINING
+	for _, tc := range []struct {
+		name   string
+		nodes  []*slotdv1.Node
+		counts map[string]int
+		target []uint32
+		ratio  []float64
+	}{
+		{"by weight, draining targets nothing", []*slotdv1.Node{node("a", 2, active), node("b", 1, active), node("c", 5, draining)},
+			map[string]int{"a": 10922, "b": 2731, "c": 2731}, []uint32{10922, 5461, 0}, []float64{1, 2731.0 / 5461, 0}},
+		{"no active node", []*slotdv1.Node{node("c", 1, draining)}, map[string]int{"c": 16384}, []uint32{0}, []float64{0}},
+		{"before bootstrap", []*slotdv1.Node{node("a", 1, active)}, nil, []uint32{16384}, []float64{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := SlotLines(tc.nodes, tc.counts)
+			for i, l := range got {
+				if l.GetNode() != tc.nodes[i] || l.GetSlots() != uint32(tc.counts[tc.nodes[i].GetId()]) || l.GetTargetSlots() != tc.target[i] || l.GetLoad() != tc.ratio[i] {
+					t.Errorf("%s: slots %d target %d ratio %v; want %d, %d, %v", l.GetNode().GetId(), l.GetSlots(), l.GetTargetSlots(), l.GetLoad(),
+						tc.counts[tc.nodes[i].GetId()], tc.target[i], tc.ratio[i])
+				}
+			}
+		})
+	}
+}

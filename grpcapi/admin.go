@@ -10,10 +10,10 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/auth"
+	"github.com/slotd/slotd/clusterstatus"
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/mover"
 	"github.com/slotd/slotd/mover/planner"
-	"github.com/slotd/slotd/slots"
 )
 
 // DefaultHistoryLimit is History's page size when the request gives none.
@@ -348,31 +348,12 @@ func (s *AdminServer) Status(ctx context.Context, _ *slotdv1.StatusRequest) (*sl
 			})
 		}
 	}
-	resp.Nodes = nodeLoads(nodes, counts)
+	pn := make([]*slotdv1.Node, 0, len(nodes))
+	for _, n := range nodes {
+		pn = append(pn, nodeProto(n))
+	}
+	resp.Nodes = clusterstatus.SlotLines(pn, counts)
 	return resp, nil
-}
-
-// nodeLoads gives every node its slot count, its target (its weight's
-// share of the slots among active nodes) and the ratio of the two.
-func nodeLoads(nodes []directory.Node, counts map[string]int) []*slotdv1.NodeLoad {
-	total := 0
-	for _, n := range nodes {
-		if n.State == directory.NodeActive {
-			total += n.Weight
-		}
-	}
-	out := make([]*slotdv1.NodeLoad, 0, len(nodes))
-	for _, n := range nodes {
-		l := &slotdv1.NodeLoad{Node: nodeProto(n), Slots: uint32(counts[n.ID])}
-		if n.State == directory.NodeActive && total > 0 {
-			l.TargetSlots = uint32(int64(n.Weight) * slots.Count / int64(total))
-			if l.TargetSlots > 0 {
-				l.Load = float64(l.Slots) / float64(l.TargetSlots)
-			}
-		}
-		out = append(out, l)
-	}
-	return out
 }
 
 // History implements slotdv1.AdminServer.
