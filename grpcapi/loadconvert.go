@@ -6,7 +6,7 @@ import (
 	"github.com/slotd/slotd/mover/planner"
 )
 
-// loadProto adds what a plan says about load (issue 14) to its proto: the
+// loadProto adds what a plan says about measured load to its proto: the
 // mode and band, the note, unknown nodes, hot spots, blocked slots, and each
 // node's load and ratios before and after.
 func loadProto(p *mover.Plan, out *slotdv1.Plan) {
