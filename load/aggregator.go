@@ -389,13 +389,6 @@ func (a *Aggregator) NodeLoads(now time.Time) map[string]planner.NodeLoad {
 	return out
 }
 
-// Forget drops what is known of node id (it was removed).
-func (a *Aggregator) Forget(id string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.reports, id)
-}
-
 // ownedHot is the node's reported hot keys in slots it owns in m now.
 func (ns *nodeSlots) ownedHot(m *slotmap.Map, id string) []planner.HotKey {
 	if ns.rep == nil {
