@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/slotd/slotd/directory"
-	"github.com/slotd/slotd/mover"
 )
 
 // ErrSchemaTooNew is directory.ErrSchemaTooNew: etcd holds a schema newer
@@ -80,7 +79,7 @@ func defaultSteps() []Migration {
 		{
 			Version: 2,
 			Name:    "plan results and run keys",
-			Up:      mover.UpgradeResults,
+			Up:      upgradeResults,
 		},
 	}
 }

@@ -34,7 +34,6 @@
 //	              and aborts.
 //	cleanup.go    asking stores to drop handed-off copies, for a while;
 //	              the stores' reconciliation is the guarantee.
-//	upgrade.go    schema 2's migration of old plan progress records.
 //	balancer.go   the automatic balancer (a LeaderPart); autodecide.go is
 //	              its pure decision.
 //
