@@ -91,10 +91,10 @@ type AuditEntry struct {
 }
 
 // auditKindOf returns the audit kind of a versioned change, or "" for a
-// per-move change, which the history alone records.
+// per-move change or a replica step, which the history alone records.
 func auditKindOf(changeKind string) AuditKind {
 	switch {
-	case strings.HasPrefix(changeKind, "move-"):
+	case strings.HasPrefix(changeKind, "move-"), isReplicaStep(changeKind):
 		return ""
 	case strings.HasPrefix(changeKind, "node-"):
 		return AuditNode

@@ -18,7 +18,7 @@ import (
 
 // SchemaVersion is the newest schema (etcd layout) this code reads and
 // writes. migrations registers the steps that reach it.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // Defaults for Config fields left zero.
 const (
@@ -192,6 +192,8 @@ func (d *Directory) read(ctx context.Context) (*state, int64, error) {
 		clientv3.OpGet(d.k.schema()),
 		clientv3.OpGet(d.k.version()),
 		clientv3.OpGet(d.k.ownersPrefix(), clientv3.WithPrefix()),
+		clientv3.OpGet(d.k.replicasPrefix(), clientv3.WithPrefix()),
+		clientv3.OpGet(d.k.replication()),
 		clientv3.OpGet(d.k.nodesPrefix(), clientv3.WithPrefix()),
 		clientv3.OpGet(d.k.movesPrefix(), clientv3.WithPrefix()),
 		clientv3.OpGet(d.k.runPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
@@ -331,6 +333,10 @@ type mutation struct {
 	// record that must not exist yet); only an update written alone
 	// (updateOpts.alone) sets them.
 	cmps []clientv3.Cmp
+	// replicaChunks are the replicas/NN keys to rewrite (or delete when
+	// the chunk holds no set); policy says the replication key changed.
+	replicaChunks map[int]bool
+	policy        bool
 }
 
 func (m *mutation) node(id string)   { m.nodes[id] = true }
@@ -338,7 +344,7 @@ func (m *mutation) move(s uint16)    { m.moves[s] = true }
 func (m *mutation) chunk(slot int)   { m.chunks[slot/chunkSlots] = true }
 func (m *mutation) needRun(p string) { m.runs[p] = true }
 func (m *mutation) empty() bool {
-	return len(m.nodes)+len(m.moves)+len(m.chunks)+len(m.extra) == 0
+	return len(m.nodes)+len(m.moves)+len(m.chunks)+len(m.replicaChunks)+len(m.extra) == 0 && !m.policy
 }
 func (m *mutation) slot(s uint16) { m.hasSlot = true; m.change.Slot = slotOf(s) }
 
@@ -353,6 +359,10 @@ func (m *mutation) merge(o *mutation) {
 	for c := range o.chunks {
 		m.chunks[c] = true
 	}
+	for c := range o.replicaChunks {
+		m.replicaChunks[c] = true
+	}
+	m.policy = m.policy || o.policy
 	for p := range o.runs {
 		m.runs[p] = true
 	}
@@ -361,7 +371,7 @@ func (m *mutation) merge(o *mutation) {
 }
 
 func newMutation() *mutation {
-	return &mutation{nodes: map[string]bool{}, moves: map[uint16]bool{}, chunks: map[int]bool{}, runs: map[string]bool{}}
+	return &mutation{nodes: map[string]bool{}, moves: map[uint16]bool{}, chunks: map[int]bool{}, replicaChunks: map[int]bool{}, runs: map[string]bool{}}
 }
 
 // updateOpts says how an update treats a lost race.
@@ -410,6 +420,20 @@ func (d *Directory) commit(ctx context.Context, st *state, m *mutation, changes 
 	}
 	for c := range m.chunks {
 		ops = append(ops, clientv3.OpPut(d.k.chunk(c), string(st.encodeChunk(c))))
+	}
+	for c := range m.replicaChunks {
+		if b := encodeReplicas(st.replicas[c]); b != nil {
+			ops = append(ops, clientv3.OpPut(d.k.replicas(c), string(b)))
+		} else {
+			ops = append(ops, clientv3.OpDelete(d.k.replicas(c)))
+		}
+	}
+	if m.policy {
+		b, err := json.Marshal(st.policy)
+		if err != nil {
+			return false, 0, fmt.Errorf("directory: encode replication policy: %w", err)
+		}
+		ops = append(ops, clientv3.OpPut(d.k.replication(), string(b)))
 	}
 	now := d.cfg.Now().UTC()
 	for i := range changes {

@@ -12,6 +12,13 @@
 // balancer's policy and state (autopolicy.go) compare their own revision, and
 // liveness keys (liveness.go) live on leases.
 //
+// Each slot has a replica set (replicas.go): its owner is the primary, with
+// an in-sync set and learners, changed one step per transaction
+// (replicasteps.go) under the replication policy (replication.go), which is
+// part of the versioned table. Every writer checks the zone rule and
+// min_isr in the transaction that would break them. docs/replication.md
+// has the design.
+//
 // Usage:
 //
 //	d, err := directory.New(directory.Config{Client: cli, Logger: lg})

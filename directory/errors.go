@@ -25,6 +25,24 @@ var (
 	// ErrPlanNotRunning: a move of a plan whose run key is gone (paused,
 	// cancelled or finished) may not begin. It is an ErrPrecondition.
 	ErrPlanNotRunning = fmt.Errorf("%w: plan not running", ErrPrecondition)
+	// ErrNoZone: with rf above 1, every active node needs a zone; the
+	// node (or nodes) named has none. It is an ErrPrecondition.
+	ErrNoZone = fmt.Errorf("%w: node has no zone", ErrPrecondition)
+	// ErrRFAboveZones: rf is above the number of zones that hold active
+	// nodes. It is an ErrPrecondition.
+	ErrRFAboveZones = fmt.Errorf("%w: rf above the zone count", ErrPrecondition)
+	// ErrZoneConflict: the change would put two replicas of a slot in one
+	// zone. It is an ErrPrecondition.
+	ErrZoneConflict = fmt.Errorf("%w: two replicas in one zone", ErrPrecondition)
+	// ErrBelowMinISR: the change would leave a slot with fewer in-sync
+	// replicas than min_isr. It is an ErrPrecondition.
+	ErrBelowMinISR = fmt.Errorf("%w: ISR below min_isr", ErrPrecondition)
+	// ErrRemovePrimary: the change would remove a slot's primary from its
+	// set; transfer the primary first. It is an ErrPrecondition.
+	ErrRemovePrimary = fmt.Errorf("%w: removes the primary", ErrPrecondition)
+	// ErrRFNeedsMoves: the rf asked for would add or remove replicas,
+	// which is the mover's work, as a plan. It is an ErrPrecondition.
+	ErrRFNeedsMoves = fmt.Errorf("%w: rf change needs replicas added or removed", ErrPrecondition)
 	// ErrNotBootstrapped: the slot table has not been created yet; run
 	// Bootstrap first.
 	ErrNotBootstrapped = errors.New("directory: not bootstrapped")

@@ -73,12 +73,16 @@ func (d *Directory) FailNode(ctx context.Context, spec FailSpec) (FailResult, er
 			return fmt.Errorf("%w: node %q is not registered", ErrNotFound, spec.Node)
 		}
 		// The store stopped serving only if no lease of it came back
-		// meanwhile (guarantee 3: no write acknowledged after this).
+		// meanwhile (so no write it acknowledges comes after this change).
 		m.cmps = append(m.cmps, clientv3.Compare(clientv3.CreateRevision(d.k.alive(spec.Node)), "=", 0))
 		now := d.cfg.Now()
 		if !n.Down || now.Sub(n.StateSince) < d.cfg.HoldDown {
 			return fmt.Errorf("%w: node %q is %s since %s; only a node down for at least the hold-down (%v) can be declared failed",
 				ErrPrecondition, spec.Node, n.state(), n.StateSince.Format("15:04:05"), d.cfg.HoldDown)
+		}
+		if held, _ := st.replicaSlots(n.Index); held > 0 {
+			return fmt.Errorf("%w: node %q holds replicas of %d slots with replica sets; declaring such a node failed is a failover of its primaries, which is not built yet",
+				ErrPrecondition, spec.Node, held)
 		}
 		owned := 0
 		for s, o := range st.owners {

@@ -205,6 +205,7 @@ func (d *Directory) writeGroup(ctx context.Context, batch []*groupReq) {
 				err = fmt.Errorf("%w; run bootstrap first", ErrNotBootstrapped)
 			default:
 				sub := newMutation()
+				st.next = v + 1
 				if err = r.fn(st, sub); err == nil && !sub.empty() {
 					sub.change.Version = v + 1
 					changes = append(changes, pendingChange{sub.change, sub.hasSlot, r.audit})

@@ -24,6 +24,18 @@ import (
 //	                         bytes; 0xffff = no owner). A one-slot change
 //	                         rewrites one chunk, not 16,384 keys; a snapshot
 //	                         reads 64 small values.
+//	P replicas/NN            NN = 00..63: the replica sets of slots NN*256 ..
+//	                         NN*256+255 that are stored (replicas.go): per
+//	                         slot its offset in the chunk (one byte), its
+//	                         epoch, its ISR (primary first) and learners as
+//	                         node indexes, each list length-prefixed, all
+//	                         uvarints. A slot whose set is just its owner,
+//	                         at the epoch of its last owner change (every
+//	                         slot at rf 1), is not stored; a chunk of such
+//	                         slots is absent. owners/NN keeps naming each
+//	                         slot's primary.
+//	P replication            the replication policy, JSON {rf, min_isr}
+//	                         (replication.go); absent reads as rf 1.
 //	P nodes/<id>             JSON node record, including its index.
 //	P moves/<slot, 5 digits> JSON record of the move in flight for that slot.
 //	P history/<version, 20>  JSON record of what changed at that version and
@@ -85,6 +97,9 @@ func (k keys) schema() string          { return k.p + "schema" }
 func (k keys) version() string         { return k.p + "version" }
 func (k keys) ownersPrefix() string    { return k.p + "owners/" }
 func (k keys) chunk(i int) string      { return fmt.Sprintf("%sowners/%02d", k.p, i) }
+func (k keys) replicasPrefix() string  { return k.p + "replicas/" }
+func (k keys) replicas(i int) string   { return fmt.Sprintf("%sreplicas/%02d", k.p, i) }
+func (k keys) replication() string     { return k.p + "replication" }
 func (k keys) nodesPrefix() string     { return k.p + "nodes/" }
 func (k keys) node(id string) string   { return k.p + "nodes/" + id }
 func (k keys) movesPrefix() string     { return k.p + "moves/" }
@@ -127,6 +142,8 @@ const (
 	kindNode
 	kindMove
 	kindRun
+	kindReplicas
+	kindReplication
 )
 
 // parse classifies a key read from etcd and returns its chunk number, node
@@ -144,6 +161,14 @@ func (k keys) parse(key string) (kind keyKind, chunk int, id string, slot uint16
 			return kindOther, 0, "", 0
 		}
 		return kindChunk, n, "", 0
+	case strings.HasPrefix(key, k.replicasPrefix()):
+		n, err := strconv.Atoi(key[len(k.replicasPrefix()):])
+		if err != nil || n < 0 || n >= chunks {
+			return kindOther, 0, "", 0
+		}
+		return kindReplicas, n, "", 0
+	case key == k.replication():
+		return kindReplication, 0, "", 0
 	case strings.HasPrefix(key, k.nodesPrefix()):
 		return kindNode, 0, key[len(k.nodesPrefix()):], 0
 	case strings.HasPrefix(key, k.movesPrefix()):

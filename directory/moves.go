@@ -167,6 +167,9 @@ func (d *Directory) begin(st *state, m *mutation, spec MoveSpec, newPlan bool, o
 	if to.state() != NodeActive {
 		return fmt.Errorf("%w: target node %q is %s; only active nodes receive slots", ErrPrecondition, spec.To, to.state())
 	}
+	if r := st.replicasOf(int(s)); r != nil && len(r.members()) > 1 {
+		return fmt.Errorf("%w: slot %d has %d replicas; it moves by replica steps (add a learner, transfer the primary, remove a replica), not as one owner", ErrPrecondition, s, len(r.members()))
+	}
 	now := d.cfg.Now().UTC()
 	mv := &moveRec{
 		Slot: s, From: spec.From, To: spec.To, MoveID: spec.MoveID, PlanID: spec.PlanID, Index: spec.Index,
@@ -227,8 +230,8 @@ func (d *Directory) CommitMoveCopied(ctx context.Context, s slots.Slot, moveID, 
 // PhaseFenced first). A mover that dies between its fence and this commit
 // leaves the move recorded before the fence; the next one resumes it
 // (fencing again is idempotent) or aborts it, and Abort unfences first. A
-// fence nobody lifts is lifted by the source's reconciliation (DESIGN
-// "Keeping stores clean"). History records the commit in PhaseFenced.
+// fence nobody lifts is lifted by the source's reconciliation (the
+// store's periodic comparison of what it holds with its map). History records the commit in PhaseFenced.
 func (d *Directory) CommitFencedMove(ctx context.Context, s slots.Slot, moveID, by string, copied Copied) (uint64, error) {
 	return d.commitMove(ctx, s, moveID, by, copied, true)
 }
@@ -251,6 +254,11 @@ func (d *Directory) commitMove(ctx context.Context, s slots.Slot, moveID, by str
 			return fmt.Errorf("%w: target node %q of the move is not registered", ErrPrecondition, mv.To)
 		}
 		st.owners[mv.Slot] = to.Index
+		if st.replicasOf(int(mv.Slot)) != nil {
+			// A set of the old owner alone (BeginMove refuses larger
+			// ones): the new owner alone is implied, at this version.
+			st.setReplicas(m, int(mv.Slot), nil)
+		}
 		delete(st.moves, mv.Slot)
 		m.move(mv.Slot)
 		m.chunk(int(mv.Slot))

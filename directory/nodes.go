@@ -18,6 +18,9 @@ func (d *Directory) RegisterNode(ctx context.Context, n Node) (*Node, error) {
 	var out Node
 	_, err := d.update(ctx, "register node "+n.ID, updateOpts{}, func(st *state, m *mutation) error {
 		if old, ok := st.nodes[n.ID]; ok {
+			if err := st.checkNodeZone(n.ID, n.Zone); err != nil {
+				return err
+			}
 			if old.Zone != n.Zone || old.Weight != n.Weight {
 				return fmt.Errorf("%w: node %q is registered with zone %q weight %d, not zone %q weight %d; use set-weight, or remove it first",
 					ErrPrecondition, n.ID, old.Zone, old.Weight, n.Zone, n.Weight)
@@ -117,9 +120,12 @@ func (d *Directory) Undrain(ctx context.Context, id, reason, by string) (uint64,
 	if err := checkText(reason, by); err != nil {
 		return 0, fmt.Errorf("undrain %q: %w", id, err)
 	}
-	return d.editNode(ctx, "undrain", id, func(_ *state, n *nodeRec) (Change, bool, error) {
+	return d.editNode(ctx, "undrain", id, func(st *state, n *nodeRec) (Change, bool, error) {
 		if !n.Draining {
 			return Change{}, false, nil
+		}
+		if err := st.checkNodeZone(n.ID, n.Zone); err != nil {
+			return Change{}, false, err
 		}
 		n.Draining = false
 		return Change{Kind: ChangeNodeUndrain, Reason: reason, By: by}, true, nil
@@ -150,6 +156,9 @@ func (d *Directory) RemoveNode(ctx context.Context, id, reason, by string) (uint
 		if owned > 0 {
 			return fmt.Errorf("%w: node %q still owns %d slots; drain it and move them first", ErrPrecondition, id, owned)
 		}
+		if held, _ := st.replicaSlots(n.Index); held > 0 {
+			return fmt.Errorf("%w: node %q still holds replicas of %d slots; drain it and move them first", ErrPrecondition, id, held)
+		}
 		for s, mv := range st.moves {
 			if mv.From == id || mv.To == id {
 				return fmt.Errorf("%w: node %q takes part in move %s of slot %d; commit or abort it first", ErrPrecondition, id, mv.MoveID, s)
@@ -164,6 +173,9 @@ func (d *Directory) RemoveNode(ctx context.Context, id, reason, by string) (uint
 
 // insertNode registers n, new to st, at a free index, as m's change.
 func (d *Directory) insertNode(st *state, m *mutation, n Node) (*nodeRec, error) {
+	if err := st.checkNodeZone(n.ID, n.Zone); err != nil {
+		return nil, err
+	}
 	idx, ok := st.freeIndex()
 	if !ok {
 		return nil, fmt.Errorf("%w: %d nodes are registered, the most the table can index", ErrPrecondition, maxNodes)

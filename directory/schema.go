@@ -118,7 +118,8 @@ func (d *Directory) WithLock(ctx context.Context, name string, fn func(ctx conte
 
 // ReindexNodes renumbers the node indexes 0..n-1 in id order and rewrites
 // every owners chunk to match, in one versioned change that keeps every
-// slot's owner. It reclaims the index holes left by removed nodes, and is
+// slot's owner. It refuses (ErrPrecondition) a table with replica sets
+// stored. It reclaims the index holes left by removed nodes, and is
 // idempotent: nothing happens when the indexes are already in order.
 func (d *Directory) ReindexNodes(ctx context.Context, by string) (uint64, error) {
 	return d.update(ctx, "reindex nodes", updateOpts{}, func(st *state, m *mutation) error {
@@ -134,6 +135,10 @@ func (d *Directory) ReindexNodes(ctx context.Context, by string) (uint64, error)
 		}
 		if !moved {
 			return nil
+		}
+		if n := st.storedSets(); n > 0 {
+			// Their chunks and the owners' would not fit one transaction.
+			return fmt.Errorf("%w: %d slots have replica sets stored; renumbering nodes rewrites only owners", ErrPrecondition, n)
 		}
 		for i, id := range ids {
 			st.nodes[id].Index = uint16(i)

@@ -140,10 +140,17 @@ type state struct {
 	// lag etcd, so what it says of run keys is a hint (the txn's compare
 	// decides), never a reason to refuse.
 	cached bool
+	// replicas holds the stored replica sets per chunk (replicas.go);
+	// policy is the replication policy (replication.go).
+	replicas [chunks]*replicaChunk
+	policy   Replication
+	// next is the version the change being built gets, set by the group
+	// writer before each fn (a replica step's new epoch is its version).
+	next uint64
 }
 
 func newState() *state {
-	st := &state{nodes: map[string]*nodeRec{}, moves: map[uint16]*moveRec{}, runs: map[string]bool{}}
+	st := &state{nodes: map[string]*nodeRec{}, moves: map[uint16]*moveRec{}, runs: map[string]bool{}, policy: DefaultReplication()}
 	for i := range st.owners {
 		st.owners[i] = noOwner
 	}
@@ -199,6 +206,18 @@ func (st *state) apply(k keys, kv *mvccpb.KeyValue) error {
 		st.moves[slot] = &m
 	case kindRun:
 		st.runs[id] = true
+	case kindReplicas:
+		c, err := decodeReplicas(kv.Value)
+		if err != nil {
+			return fmt.Errorf("replicas chunk %d: %w", chunk, err)
+		}
+		st.replicas[chunk] = c
+	case kindReplication:
+		var p Replication
+		if err := json.Unmarshal(kv.Value, &p); err != nil {
+			return fmt.Errorf("replication policy: %w", err)
+		}
+		st.policy = p
 	}
 	return nil
 }
@@ -222,6 +241,10 @@ func (st *state) remove(k keys, key string) {
 		delete(st.moves, slot)
 	case kindRun:
 		delete(st.runs, id)
+	case kindReplicas:
+		st.replicas[chunk] = nil
+	case kindReplication:
+		st.policy = DefaultReplication()
 	}
 }
 
@@ -268,6 +291,7 @@ func (st *state) snapshot() *Snapshot {
 		byID:    make(map[string]int, len(st.nodes)),
 		moveAt:  make(map[uint16]int, len(st.moves)),
 	}
+	s.Replication, s.replicas = st.policy, st.replicas
 	for _, id := range slices.Sorted(maps.Keys(st.nodes)) {
 		n := st.nodes[id]
 		s.byIdx[n.Index] = len(s.Nodes)

@@ -139,12 +139,17 @@ type Snapshot struct {
 	Version uint64
 	Nodes   []Node // sorted by ID
 	Moves   []Move // sorted by slot
+	// Replication is the replication policy at Version.
+	Replication Replication
 
 	owners [slots.Count]uint16 // node index per slot
 	idxOf  []uint16            // node index of Nodes[i]
 	byIdx  map[uint16]int      // node index -> position in Nodes
 	byID   map[string]int      // node id -> position in Nodes
 	moveAt map[uint16]int      // slot -> position in Moves
+	// replicas are the stored replica sets (replicas.go), shared with
+	// the state they came from: chunks are never changed once shared.
+	replicas [chunks]*replicaChunk
 }
 
 // Owner returns the id of the node that owns s.

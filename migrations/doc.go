@@ -7,6 +7,12 @@
 // directory.ReindexNodes, ...): the directory stays the only code that knows
 // the etcd keys.
 //
+// The steps: 1 creates the layout; 2 moves plan results into the
+// directory, reading schema 1's plan records (results.go); 3 stores the
+// replication policy at rf 1, min_isr 1, and nothing else, so every slot
+// keeps its owner as its only replica (docs/replication.md, "Directory
+// (schema 3)").
+//
 // Usage, at process start before anything else uses the directory:
 //
 //	d, err := directory.New(directory.Config{Client: cli})

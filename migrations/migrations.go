@@ -81,6 +81,13 @@ func defaultSteps() []Migration {
 			Name:    "plan results and run keys",
 			Up:      upgradeResults,
 		},
+		{
+			Version: 3,
+			Name:    "replication policy",
+			Up: func(ctx context.Context, d *directory.Directory) error {
+				return d.InitReplication(ctx)
+			},
+		},
 	}
 }
 
