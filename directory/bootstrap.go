@@ -32,14 +32,20 @@ var errSetsChanged = fmt.Errorf("%w: the replica sets written for the bootstrap 
 // returns the table read right after; ErrAlreadyBootstrapped when a table
 // exists.
 //
-// At a replication policy with rf > 1 (SetReplication first) every slot
-// also gets rf replicas in distinct zones from ringcompat.InitialReplicas,
-// its owner the primary and every replica in sync; the nodes need zones
-// (ErrNoZone), in at least rf zones (ErrRFAboveZones). The sets are
-// written in a transaction of their own just before the owners' (both do
-// not fit in one); no reader sees them before the owners, since the table
-// does not exist until then.
+// At a replication policy with rf > 1 every slot also gets rf replicas in
+// distinct zones from ringcompat.InitialReplicas, its owner the primary and
+// every replica in sync; the nodes need zones (ErrNoZone), in at least rf
+// zones (ErrRFAboveZones). The sets are written in a transaction of their
+// own just before the owners' (both do not fit in one); no reader sees
+// them before the owners, since the table does not exist until then.
 func (d *Directory) Bootstrap(ctx context.Context, nodes []Node, vnodes int, by string) (*Snapshot, error) {
+	return d.BootstrapWith(ctx, nodes, vnodes, nil, by)
+}
+
+// BootstrapWith is Bootstrap at policy (nil: the stored one), which it
+// stores in the transaction of the replica sets: a bootstrap refused for
+// its zones leaves the policy as it was.
+func (d *Directory) BootstrapWith(ctx context.Context, nodes []Node, vnodes int, policy *Replication, by string) (*Snapshot, error) {
 	if vnodes == 0 {
 		vnodes = ringcompat.DefaultVNodes
 	}
@@ -59,6 +65,16 @@ func (d *Directory) Bootstrap(ctx context.Context, nodes []Node, vnodes int, by 
 		}
 		seen[n.ID] = true
 	}
+	if policy != nil {
+		if err := policy.Validate(); err != nil {
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+		if len(nodes) > 0 {
+			if err := checkMemberZones(nodes, policy.RF); err != nil {
+				return nil, fmt.Errorf("bootstrap: %w", err)
+			}
+		}
+	}
 	st, _, err := d.read(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
@@ -71,7 +87,11 @@ func (d *Directory) Bootstrap(ctx context.Context, nodes []Node, vnodes int, by 
 	// version and history. With more new nodes than fit beside them, or
 	// replica sets to write first, the nodes are registered first, one
 	// change each.
-	if len(nodes) > maxBootstrapNodesInTxn || st.policy.RF > 1 {
+	rf := st.policy.RF
+	if policy != nil {
+		rf = policy.RF
+	}
+	if len(nodes) > maxBootstrapNodesInTxn || rf > 1 {
 		for _, n := range nodes {
 			if _, ok := st.nodes[n.ID]; ok {
 				continue
@@ -83,7 +103,7 @@ func (d *Directory) Bootstrap(ctx context.Context, nodes []Node, vnodes int, by 
 	}
 	for attempt := 1; ; attempt++ {
 		_, err = d.update(ctx, "bootstrap replica sets", updateOpts{}, func(st *state, m *mutation) error {
-			return d.placeBootstrapSets(st, m, nodes, vnodes, by)
+			return d.placeBootstrapSets(st, m, bootstrapArgs{nodes, vnodes, policy, by})
 		})
 		if err != nil {
 			return nil, err
@@ -98,7 +118,7 @@ func (d *Directory) Bootstrap(ctx context.Context, nodes []Node, vnodes int, by 
 	if err != nil {
 		return nil, err
 	}
-	d.lg.Info("directory bootstrapped", "nodes", len(nodes), "vnodes", vnodes, "rf", st.policy.RF, "by", by)
+	d.lg.Info("directory bootstrapped", "nodes", len(nodes), "vnodes", vnodes, "rf", rf, "by", by)
 	return d.Snapshot(ctx)
 }
 
@@ -201,17 +221,12 @@ func (st *state) bootstrapSets(members []Node, vnodes int) ([chunks]*replicaChun
 	if rf <= 1 {
 		return out, nil
 	}
-	ring := make([]ringcompat.Node, len(members))
-	zones := map[string]bool{}
-	for i, n := range members {
-		if n.Zone == "" {
-			return out, fmt.Errorf("%w: rf %d needs a zone on every node, and %s has none", ErrNoZone, rf, n.ID)
-		}
-		zones[n.Zone] = true
-		ring[i] = ringcompat.Node{ID: n.ID, Weight: n.Weight, Zone: n.Zone}
+	if err := checkMemberZones(members, rf); err != nil {
+		return out, err
 	}
-	if len(zones) < rf {
-		return out, fmt.Errorf("%w: rf %d needs nodes in %d zones, these are in %d", ErrRFAboveZones, rf, rf, len(zones))
+	ring := make([]ringcompat.Node, len(members))
+	for i, n := range members {
+		ring[i] = ringcompat.Node{ID: n.ID, Weight: n.Weight, Zone: n.Zone}
 	}
 	sets, err := ringcompat.InitialReplicas(ring, vnodes, rf)
 	if err != nil {
@@ -234,20 +249,56 @@ func (st *state) bootstrapSets(members []Node, vnodes int) ([chunks]*replicaChun
 	return out, nil
 }
 
-// placeBootstrapSets writes the sets a bootstrap needs (bootstrapSets) in
-// their own change, and clears any left by an earlier attempt at another
-// policy. Nothing to write is a no-op.
-func (d *Directory) placeBootstrapSets(st *state, m *mutation, nodes []Node, vnodes int, by string) error {
+// checkMemberZones says whether rf replicas of every slot fit in the
+// zones of a bootstrap's nodes.
+func checkMemberZones(members []Node, rf int) error {
+	if rf <= 1 {
+		return nil
+	}
+	zones := map[string]bool{}
+	for _, n := range members {
+		if n.Zone == "" {
+			return fmt.Errorf("%w: rf %d needs a zone on every node, and %s has none", ErrNoZone, rf, n.ID)
+		}
+		zones[n.Zone] = true
+	}
+	if len(zones) < rf {
+		return fmt.Errorf("%w: rf %d needs nodes in %d zones, these are in %d", ErrRFAboveZones, rf, rf, len(zones))
+	}
+	return nil
+}
+
+// bootstrapArgs are what a bootstrap was asked for.
+type bootstrapArgs struct {
+	nodes  []Node
+	vnodes int
+	policy *Replication // nil: the stored one
+	by     string
+}
+
+// placeBootstrapSets stores the policy asked for, if any, and writes the
+// sets a bootstrap needs (bootstrapSets) in one change of their own,
+// clearing any left by an earlier attempt at another policy. Nothing to
+// write is a no-op.
+func (d *Directory) placeBootstrapSets(st *state, m *mutation, a bootstrapArgs) error {
 	if st.bootstrapped() {
 		return fmt.Errorf("%w at version %d", ErrAlreadyBootstrapped, st.version)
 	}
+	old := st.policy
+	if a.policy != nil && *a.policy != old {
+		if err := st.checkZones(a.policy.RF, false); err != nil {
+			return err
+		}
+		st.policy = *a.policy
+		m.policy = true
+	}
 	var want [chunks]*replicaChunk
 	if st.policy.RF > 1 {
-		members, err := st.bootstrapMembers(nodes)
+		members, err := st.bootstrapMembers(a.nodes)
 		if err != nil {
 			return err
 		}
-		if want, err = st.bootstrapSets(members, vnodes); err != nil {
+		if want, err = st.bootstrapSets(members, a.vnodes); err != nil {
 			return err
 		}
 	}
@@ -257,6 +308,14 @@ func (d *Directory) placeBootstrapSets(st *state, m *mutation, nodes []Node, vno
 			m.replicaChunks[i] = true
 		}
 	}
-	m.change = Change{Kind: ChangeBootstrapReplicas, Reason: fmt.Sprintf("replica sets at %s, ahead of the owners", st.policy), By: by}
+	switch {
+	case len(m.replicaChunks) > 0:
+		m.change = Change{Kind: ChangeBootstrapReplicas, Reason: fmt.Sprintf("replica sets at %s, ahead of the owners", st.policy), By: a.by}
+	case m.policy:
+		m.change = Change{Kind: ChangeReplication, Reason: fmt.Sprintf("%s -> %s: bootstrap", old, st.policy), By: a.by}
+	}
+	if m.policy && len(m.replicaChunks) > 0 {
+		m.change.Reason += fmt.Sprintf(" (policy was %s)", old)
+	}
 	return nil
 }

@@ -235,3 +235,26 @@ func TestZonesAtRegistration(t *testing.T) {
 }
 
 func ptr(n int) *int { return &n }
+
+// TestBootstrapWithPolicy: a bootstrap that names its policy stores it
+// with the replica sets; one refused for its zones stores nothing, not even
+// the policy.
+func TestBootstrapWithPolicy(t *testing.T) {
+	d := newDir(t, etcdtest.New(t), nil)
+	ctx := testCtx(t)
+	p := Replication{RF: 3, MinISR: 2}
+	if _, err := d.BootstrapWith(ctx, zonedNodes("a", "b", "a"), 0, &p, "test"); !errors.Is(err, ErrRFAboveZones) {
+		t.Fatalf("rf 3 over two zones: %v, want ErrRFAboveZones", err)
+	}
+	if got, v, err := d.Replication(ctx); err != nil || got != DefaultReplication() || v != 0 {
+		t.Fatalf("after the refusal: %s at version %d (%v), want rf 1 at 0: nothing written", got, v, err)
+	}
+	snap, err := d.BootstrapWith(ctx, zonedNodes("a", "b", "c", "a"), 0, &p, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Replication != p {
+		t.Fatalf("policy %s, want %s", snap.Replication, p)
+	}
+	checkZoneSpread(t, snap, 3)
+}

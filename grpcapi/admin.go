@@ -75,7 +75,11 @@ func (s *AdminServer) Bootstrap(ctx context.Context, req *slotdv1.BootstrapReque
 		nodes = append(nodes, directory.Node{ID: n.GetId(), Addr: n.GetAddress(), Zone: n.GetZone(), Weight: w})
 	}
 	ctx, op := s.audited(ctx, directory.AuditCluster, "", "", "", req.GetOperator())
-	snap, err := s.dir.Bootstrap(ctx, nodes, int(req.GetVnodes()), op)
+	var policy *directory.Replication
+	if r := req.GetReplication(); r != nil {
+		policy = &directory.Replication{RF: int(r.GetRf()), MinISR: int(r.GetMinIsr())}
+	}
+	snap, err := s.dir.BootstrapWith(ctx, nodes, int(req.GetVnodes()), policy, op)
 	if err != nil {
 		return nil, toStatus(err)
 	}

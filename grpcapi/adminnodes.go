@@ -42,7 +42,7 @@ func (s *AdminServer) RegisterNode(ctx context.Context, req *slotdv1.RegisterNod
 	rctx, _ := s.audited(ctx, directory.AuditNode, "", "", n.ID, "node "+n.ID)
 	got, err := s.dir.RegisterNode(rctx, n)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, zoneHint(err, "start the store with its zone (slotkv: --zone ZONE)")
 	}
 	// Registration grants a new lease (keeping the run of heartbeats the
 	// hold-down counts); heartbeats renew it by its id.

@@ -68,7 +68,7 @@ func (o *OperatorServer) AddNode(ctx context.Context, req *slotdv1.AddNodeReques
 	ctx, _ = o.a.audited(ctx, directory.AuditNode, directory.ActionNodeAdd, "", n.ID, req.GetOperator())
 	_, added, err := o.a.dir.AddNode(ctx, n)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, zoneHint(err, "add zone=ZONE to the node spec")
 	}
 	if added {
 		// As RegisterNode does: the node counts as alive for one TTL, so

@@ -94,6 +94,8 @@ var ownersKept = map[string]bool{
 	directory.ChangeNodeDrain: true, directory.ChangeNodeUndrain: true, directory.ChangeNodeRemove: true,
 	directory.ChangeNodeDown: true, directory.ChangeNodeUp: true, directory.ChangeMoveBegin: true,
 	directory.ChangeMoveAdvance: true, directory.ChangeMoveAbort: true, directory.ChangeReindexNodes: true,
+	directory.ChangeReplication: true, string(directory.StepAddLearner): true, string(directory.StepJoinISR): true,
+	string(directory.StepRemoveReplica): true, string(directory.StepShrinkISR): true, string(directory.StepExpandISR): true,
 }
 
 // ownersAt returns the owner of every slot at version base, by undoing the
@@ -113,7 +115,7 @@ func (s *AdminServer) ownersAt(ctx context.Context, snap *directory.Snapshot, ba
 	for i := len(later) - 1; i >= 0; i-- {
 		c := later[i]
 		switch {
-		case c.Kind == directory.ChangeMoveCommit && c.From != "":
+		case (c.Kind == directory.ChangeMoveCommit || c.Kind == string(directory.StepTransferPrimary)) && c.From != "":
 			owners[c.Slot.Int()] = c.From
 		case ownersKept[c.Kind]:
 		default:

@@ -164,19 +164,350 @@ func (HistoryKind) EnumDescriptor() ([]byte, []int) {
 	return file_slotdv1_admin_proto_rawDescGZIP(), []int{1}
 }
 
+// ReplicationPolicy is how many replicas each slot keeps, each in its own
+// zone (rf), and the fewest in-sync replicas a slot may go down to
+// (min_isr).
+type ReplicationPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rf            uint32                 `protobuf:"varint,1,opt,name=rf,proto3" json:"rf,omitempty"`
+	MinIsr        uint32                 `protobuf:"varint,2,opt,name=min_isr,json=minIsr,proto3" json:"min_isr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicationPolicy) Reset() {
+	*x = ReplicationPolicy{}
+	mi := &file_slotdv1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicationPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicationPolicy) ProtoMessage() {}
+
+func (x *ReplicationPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicationPolicy.ProtoReflect.Descriptor instead.
+func (*ReplicationPolicy) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ReplicationPolicy) GetRf() uint32 {
+	if x != nil {
+		return x.Rf
+	}
+	return 0
+}
+
+func (x *ReplicationPolicy) GetMinIsr() uint32 {
+	if x != nil {
+		return x.MinIsr
+	}
+	return 0
+}
+
+type GetReplicationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReplicationRequest) Reset() {
+	*x = GetReplicationRequest{}
+	mi := &file_slotdv1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReplicationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReplicationRequest) ProtoMessage() {}
+
+func (x *GetReplicationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReplicationRequest.ProtoReflect.Descriptor instead.
+func (*GetReplicationRequest) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+type GetReplicationResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Policy *ReplicationPolicy     `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The directory version read.
+	Version      uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Bootstrapped bool   `protobuf:"varint,3,opt,name=bootstrapped,proto3" json:"bootstrapped,omitempty"`
+	// Zones that hold active nodes, sorted, and the active nodes without a
+	// zone (which rf > 1 refuses).
+	Zones            []string `protobuf:"bytes,4,rep,name=zones,proto3" json:"zones,omitempty"`
+	NodesWithoutZone []string `protobuf:"bytes,5,rep,name=nodes_without_zone,json=nodesWithoutZone,proto3" json:"nodes_without_zone,omitempty"`
+	// Slots whose in-sync replicas are fewer than rf, and fewer than
+	// min_isr; slots with learners being filled.
+	UnderReplicated uint32 `protobuf:"varint,6,opt,name=under_replicated,json=underReplicated,proto3" json:"under_replicated,omitempty"`
+	BelowMinIsr     uint32 `protobuf:"varint,7,opt,name=below_min_isr,json=belowMinIsr,proto3" json:"below_min_isr,omitempty"`
+	WithLearners    uint32 `protobuf:"varint,8,opt,name=with_learners,json=withLearners,proto3" json:"with_learners,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetReplicationResponse) Reset() {
+	*x = GetReplicationResponse{}
+	mi := &file_slotdv1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReplicationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReplicationResponse) ProtoMessage() {}
+
+func (x *GetReplicationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReplicationResponse.ProtoReflect.Descriptor instead.
+func (*GetReplicationResponse) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GetReplicationResponse) GetPolicy() *ReplicationPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *GetReplicationResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *GetReplicationResponse) GetBootstrapped() bool {
+	if x != nil {
+		return x.Bootstrapped
+	}
+	return false
+}
+
+func (x *GetReplicationResponse) GetZones() []string {
+	if x != nil {
+		return x.Zones
+	}
+	return nil
+}
+
+func (x *GetReplicationResponse) GetNodesWithoutZone() []string {
+	if x != nil {
+		return x.NodesWithoutZone
+	}
+	return nil
+}
+
+func (x *GetReplicationResponse) GetUnderReplicated() uint32 {
+	if x != nil {
+		return x.UnderReplicated
+	}
+	return 0
+}
+
+func (x *GetReplicationResponse) GetBelowMinIsr() uint32 {
+	if x != nil {
+		return x.BelowMinIsr
+	}
+	return 0
+}
+
+func (x *GetReplicationResponse) GetWithLearners() uint32 {
+	if x != nil {
+		return x.WithLearners
+	}
+	return 0
+}
+
+type SetReplicationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Each field present is set; absent ones keep their value.
+	Rf     *uint32 `protobuf:"varint,1,opt,name=rf,proto3,oneof" json:"rf,omitempty"`
+	MinIsr *uint32 `protobuf:"varint,2,opt,name=min_isr,json=minIsr,proto3,oneof" json:"min_isr,omitempty"`
+	// Recorded in history (and the audit log).
+	Operator      string `protobuf:"bytes,3,opt,name=operator,proto3" json:"operator,omitempty"`
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetReplicationRequest) Reset() {
+	*x = SetReplicationRequest{}
+	mi := &file_slotdv1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetReplicationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetReplicationRequest) ProtoMessage() {}
+
+func (x *SetReplicationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetReplicationRequest.ProtoReflect.Descriptor instead.
+func (*SetReplicationRequest) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SetReplicationRequest) GetRf() uint32 {
+	if x != nil && x.Rf != nil {
+		return *x.Rf
+	}
+	return 0
+}
+
+func (x *SetReplicationRequest) GetMinIsr() uint32 {
+	if x != nil && x.MinIsr != nil {
+		return *x.MinIsr
+	}
+	return 0
+}
+
+func (x *SetReplicationRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *SetReplicationRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type SetReplicationResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Policy *ReplicationPolicy     `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The version after the change (the current one when nothing changed).
+	Version       uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Changed       bool   `protobuf:"varint,3,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetReplicationResponse) Reset() {
+	*x = SetReplicationResponse{}
+	mi := &file_slotdv1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetReplicationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetReplicationResponse) ProtoMessage() {}
+
+func (x *SetReplicationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetReplicationResponse.ProtoReflect.Descriptor instead.
+func (*SetReplicationResponse) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SetReplicationResponse) GetPolicy() *ReplicationPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *SetReplicationResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SetReplicationResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
 type BootstrapRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Nodes []*Node                `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// Virtual nodes per unit of weight on the ring; 0 for the default.
-	Vnodes        uint32 `protobuf:"varint,2,opt,name=vnodes,proto3" json:"vnodes,omitempty"`
-	Operator      string `protobuf:"bytes,3,opt,name=operator,proto3" json:"operator,omitempty"`
+	Vnodes   uint32 `protobuf:"varint,2,opt,name=vnodes,proto3" json:"vnodes,omitempty"`
+	Operator string `protobuf:"bytes,3,opt,name=operator,proto3" json:"operator,omitempty"`
+	// The replication policy to bootstrap at, when set (as SetReplication
+	// would set it first); absent: the cluster's policy. At rf > 1 every
+	// slot gets rf replicas in distinct zones, its owner the primary.
+	Replication   *ReplicationPolicy `protobuf:"bytes,4,opt,name=replication,proto3" json:"replication,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BootstrapRequest) Reset() {
 	*x = BootstrapRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[0]
+	mi := &file_slotdv1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -188,7 +519,7 @@ func (x *BootstrapRequest) String() string {
 func (*BootstrapRequest) ProtoMessage() {}
 
 func (x *BootstrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[0]
+	mi := &file_slotdv1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -201,7 +532,7 @@ func (x *BootstrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapRequest.ProtoReflect.Descriptor instead.
 func (*BootstrapRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{0}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BootstrapRequest) GetNodes() []*Node {
@@ -225,6 +556,13 @@ func (x *BootstrapRequest) GetOperator() string {
 	return ""
 }
 
+func (x *BootstrapRequest) GetReplication() *ReplicationPolicy {
+	if x != nil {
+		return x.Replication
+	}
+	return nil
+}
+
 type BootstrapResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Map           *SlotMap               `protobuf:"bytes,1,opt,name=map,proto3" json:"map,omitempty"`
@@ -234,7 +572,7 @@ type BootstrapResponse struct {
 
 func (x *BootstrapResponse) Reset() {
 	*x = BootstrapResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[1]
+	mi := &file_slotdv1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -246,7 +584,7 @@ func (x *BootstrapResponse) String() string {
 func (*BootstrapResponse) ProtoMessage() {}
 
 func (x *BootstrapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[1]
+	mi := &file_slotdv1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -259,7 +597,7 @@ func (x *BootstrapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapResponse.ProtoReflect.Descriptor instead.
 func (*BootstrapResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{1}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BootstrapResponse) GetMap() *SlotMap {
@@ -282,7 +620,7 @@ type RegisterNodeRequest struct {
 
 func (x *RegisterNodeRequest) Reset() {
 	*x = RegisterNodeRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[2]
+	mi := &file_slotdv1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +632,7 @@ func (x *RegisterNodeRequest) String() string {
 func (*RegisterNodeRequest) ProtoMessage() {}
 
 func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[2]
+	mi := &file_slotdv1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +645,7 @@ func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeRequest.ProtoReflect.Descriptor instead.
 func (*RegisterNodeRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{2}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegisterNodeRequest) GetNode() *Node {
@@ -342,7 +680,7 @@ type RegisterNodeResponse struct {
 
 func (x *RegisterNodeResponse) Reset() {
 	*x = RegisterNodeResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[3]
+	mi := &file_slotdv1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +692,7 @@ func (x *RegisterNodeResponse) String() string {
 func (*RegisterNodeResponse) ProtoMessage() {}
 
 func (x *RegisterNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[3]
+	mi := &file_slotdv1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +705,7 @@ func (x *RegisterNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeResponse.ProtoReflect.Descriptor instead.
 func (*RegisterNodeResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{3}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RegisterNodeResponse) GetNode() *Node {
@@ -438,7 +776,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[4]
+	mi := &file_slotdv1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +788,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[4]
+	mi := &file_slotdv1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +801,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{4}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HeartbeatRequest) GetNodeId() string {
@@ -505,7 +843,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[5]
+	mi := &file_slotdv1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +855,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[5]
+	mi := &file_slotdv1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +868,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{5}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HeartbeatResponse) GetState() NodeState {
@@ -557,7 +895,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[6]
+	mi := &file_slotdv1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +907,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[6]
+	mi := &file_slotdv1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +920,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{6}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DrainNodeRequest) GetNodeId() string {
@@ -609,7 +947,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[7]
+	mi := &file_slotdv1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +959,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[7]
+	mi := &file_slotdv1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,7 +972,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{7}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DrainNodeResponse) GetNode() *Node {
@@ -661,7 +999,7 @@ type UndrainNodeRequest struct {
 
 func (x *UndrainNodeRequest) Reset() {
 	*x = UndrainNodeRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[8]
+	mi := &file_slotdv1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +1011,7 @@ func (x *UndrainNodeRequest) String() string {
 func (*UndrainNodeRequest) ProtoMessage() {}
 
 func (x *UndrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[8]
+	mi := &file_slotdv1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +1024,7 @@ func (x *UndrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*UndrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{8}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UndrainNodeRequest) GetNodeId() string {
@@ -713,7 +1051,7 @@ type UndrainNodeResponse struct {
 
 func (x *UndrainNodeResponse) Reset() {
 	*x = UndrainNodeResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[9]
+	mi := &file_slotdv1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +1063,7 @@ func (x *UndrainNodeResponse) String() string {
 func (*UndrainNodeResponse) ProtoMessage() {}
 
 func (x *UndrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[9]
+	mi := &file_slotdv1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +1076,7 @@ func (x *UndrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*UndrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{9}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UndrainNodeResponse) GetNode() *Node {
@@ -765,7 +1103,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[10]
+	mi := &file_slotdv1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +1115,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[10]
+	mi := &file_slotdv1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +1128,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{10}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -816,7 +1154,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[11]
+	mi := &file_slotdv1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +1166,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[11]
+	mi := &file_slotdv1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +1179,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{11}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RemoveNodeResponse) GetVersion() uint64 {
@@ -862,7 +1200,7 @@ type SetWeightRequest struct {
 
 func (x *SetWeightRequest) Reset() {
 	*x = SetWeightRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[12]
+	mi := &file_slotdv1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1212,7 @@ func (x *SetWeightRequest) String() string {
 func (*SetWeightRequest) ProtoMessage() {}
 
 func (x *SetWeightRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[12]
+	mi := &file_slotdv1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1225,7 @@ func (x *SetWeightRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWeightRequest.ProtoReflect.Descriptor instead.
 func (*SetWeightRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{12}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetWeightRequest) GetNodeId() string {
@@ -921,7 +1259,7 @@ type SetWeightResponse struct {
 
 func (x *SetWeightResponse) Reset() {
 	*x = SetWeightResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[13]
+	mi := &file_slotdv1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1271,7 @@ func (x *SetWeightResponse) String() string {
 func (*SetWeightResponse) ProtoMessage() {}
 
 func (x *SetWeightResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[13]
+	mi := &file_slotdv1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1284,7 @@ func (x *SetWeightResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWeightResponse.ProtoReflect.Descriptor instead.
 func (*SetWeightResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{13}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetWeightResponse) GetNode() *Node {
@@ -974,7 +1312,7 @@ type UpdateAddrRequest struct {
 
 func (x *UpdateAddrRequest) Reset() {
 	*x = UpdateAddrRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[14]
+	mi := &file_slotdv1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1324,7 @@ func (x *UpdateAddrRequest) String() string {
 func (*UpdateAddrRequest) ProtoMessage() {}
 
 func (x *UpdateAddrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[14]
+	mi := &file_slotdv1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1337,7 @@ func (x *UpdateAddrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAddrRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAddrRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{14}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateAddrRequest) GetNodeId() string {
@@ -1033,7 +1371,7 @@ type UpdateAddrResponse struct {
 
 func (x *UpdateAddrResponse) Reset() {
 	*x = UpdateAddrResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[15]
+	mi := &file_slotdv1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1383,7 @@ func (x *UpdateAddrResponse) String() string {
 func (*UpdateAddrResponse) ProtoMessage() {}
 
 func (x *UpdateAddrResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[15]
+	mi := &file_slotdv1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1396,7 @@ func (x *UpdateAddrResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAddrResponse.ProtoReflect.Descriptor instead.
 func (*UpdateAddrResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{15}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateAddrResponse) GetNode() *Node {
@@ -1110,7 +1448,7 @@ type PlannedMove struct {
 
 func (x *PlannedMove) Reset() {
 	*x = PlannedMove{}
-	mi := &file_slotdv1_admin_proto_msgTypes[16]
+	mi := &file_slotdv1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1460,7 @@ func (x *PlannedMove) String() string {
 func (*PlannedMove) ProtoMessage() {}
 
 func (x *PlannedMove) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[16]
+	mi := &file_slotdv1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1473,7 @@ func (x *PlannedMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedMove.ProtoReflect.Descriptor instead.
 func (*PlannedMove) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{16}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PlannedMove) GetId() string {
@@ -1250,7 +1588,7 @@ type NodeSpec struct {
 
 func (x *NodeSpec) Reset() {
 	*x = NodeSpec{}
-	mi := &file_slotdv1_admin_proto_msgTypes[17]
+	mi := &file_slotdv1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1600,7 @@ func (x *NodeSpec) String() string {
 func (*NodeSpec) ProtoMessage() {}
 
 func (x *NodeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[17]
+	mi := &file_slotdv1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1613,7 @@ func (x *NodeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSpec.ProtoReflect.Descriptor instead.
 func (*NodeSpec) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{17}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NodeSpec) GetId() string {
@@ -1320,7 +1658,7 @@ type PlanEdits struct {
 
 func (x *PlanEdits) Reset() {
 	*x = PlanEdits{}
-	mi := &file_slotdv1_admin_proto_msgTypes[18]
+	mi := &file_slotdv1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1670,7 @@ func (x *PlanEdits) String() string {
 func (*PlanEdits) ProtoMessage() {}
 
 func (x *PlanEdits) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[18]
+	mi := &file_slotdv1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1683,7 @@ func (x *PlanEdits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanEdits.ProtoReflect.Descriptor instead.
 func (*PlanEdits) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{18}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PlanEdits) GetAdd() []*NodeSpec {
@@ -1394,7 +1732,7 @@ type PlanProgress struct {
 
 func (x *PlanProgress) Reset() {
 	*x = PlanProgress{}
-	mi := &file_slotdv1_admin_proto_msgTypes[19]
+	mi := &file_slotdv1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1744,7 @@ func (x *PlanProgress) String() string {
 func (*PlanProgress) ProtoMessage() {}
 
 func (x *PlanProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[19]
+	mi := &file_slotdv1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1757,7 @@ func (x *PlanProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanProgress.ProtoReflect.Descriptor instead.
 func (*PlanProgress) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{19}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PlanProgress) GetMoves() uint32 {
@@ -1507,7 +1845,7 @@ type NodeBalance struct {
 
 func (x *NodeBalance) Reset() {
 	*x = NodeBalance{}
-	mi := &file_slotdv1_admin_proto_msgTypes[20]
+	mi := &file_slotdv1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1857,7 @@ func (x *NodeBalance) String() string {
 func (*NodeBalance) ProtoMessage() {}
 
 func (x *NodeBalance) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[20]
+	mi := &file_slotdv1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1870,7 @@ func (x *NodeBalance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBalance.ProtoReflect.Descriptor instead.
 func (*NodeBalance) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{20}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NodeBalance) GetNodeId() string {
@@ -1611,7 +1949,7 @@ type NodeLoadView struct {
 
 func (x *NodeLoadView) Reset() {
 	*x = NodeLoadView{}
-	mi := &file_slotdv1_admin_proto_msgTypes[21]
+	mi := &file_slotdv1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1961,7 @@ func (x *NodeLoadView) String() string {
 func (*NodeLoadView) ProtoMessage() {}
 
 func (x *NodeLoadView) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[21]
+	mi := &file_slotdv1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1974,7 @@ func (x *NodeLoadView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadView.ProtoReflect.Descriptor instead.
 func (*NodeLoadView) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{21}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NodeLoadView) GetBytes() float64 {
@@ -1681,7 +2019,7 @@ type BlockedSlots struct {
 
 func (x *BlockedSlots) Reset() {
 	*x = BlockedSlots{}
-	mi := &file_slotdv1_admin_proto_msgTypes[22]
+	mi := &file_slotdv1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +2031,7 @@ func (x *BlockedSlots) String() string {
 func (*BlockedSlots) ProtoMessage() {}
 
 func (x *BlockedSlots) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[22]
+	mi := &file_slotdv1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +2044,7 @@ func (x *BlockedSlots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockedSlots.ProtoReflect.Descriptor instead.
 func (*BlockedSlots) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{22}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *BlockedSlots) GetNodeId() string {
@@ -1784,7 +2122,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_slotdv1_admin_proto_msgTypes[23]
+	mi := &file_slotdv1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +2134,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[23]
+	mi := &file_slotdv1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +2147,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{23}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Plan) GetId() string {
@@ -2003,7 +2341,7 @@ type PlanRequest struct {
 
 func (x *PlanRequest) Reset() {
 	*x = PlanRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[24]
+	mi := &file_slotdv1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2015,7 +2353,7 @@ func (x *PlanRequest) String() string {
 func (*PlanRequest) ProtoMessage() {}
 
 func (x *PlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[24]
+	mi := &file_slotdv1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2028,7 +2366,7 @@ func (x *PlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
 func (*PlanRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{24}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PlanRequest) GetMaxMoves() uint32 {
@@ -2103,7 +2441,7 @@ type PlanResponse struct {
 
 func (x *PlanResponse) Reset() {
 	*x = PlanResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[25]
+	mi := &file_slotdv1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2453,7 @@ func (x *PlanResponse) String() string {
 func (*PlanResponse) ProtoMessage() {}
 
 func (x *PlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[25]
+	mi := &file_slotdv1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2466,7 @@ func (x *PlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
 func (*PlanResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{25}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PlanResponse) GetPlan() *Plan {
@@ -2148,7 +2486,7 @@ type SubmitPlanRequest struct {
 
 func (x *SubmitPlanRequest) Reset() {
 	*x = SubmitPlanRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[26]
+	mi := &file_slotdv1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2498,7 @@ func (x *SubmitPlanRequest) String() string {
 func (*SubmitPlanRequest) ProtoMessage() {}
 
 func (x *SubmitPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[26]
+	mi := &file_slotdv1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2511,7 @@ func (x *SubmitPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitPlanRequest.ProtoReflect.Descriptor instead.
 func (*SubmitPlanRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{26}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SubmitPlanRequest) GetPlan() *Plan {
@@ -2199,7 +2537,7 @@ type SubmitPlanResponse struct {
 
 func (x *SubmitPlanResponse) Reset() {
 	*x = SubmitPlanResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[27]
+	mi := &file_slotdv1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2549,7 @@ func (x *SubmitPlanResponse) String() string {
 func (*SubmitPlanResponse) ProtoMessage() {}
 
 func (x *SubmitPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[27]
+	mi := &file_slotdv1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2562,7 @@ func (x *SubmitPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitPlanResponse.ProtoReflect.Descriptor instead.
 func (*SubmitPlanResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{27}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SubmitPlanResponse) GetPlan() *Plan {
@@ -2242,7 +2580,7 @@ type ListPlansRequest struct {
 
 func (x *ListPlansRequest) Reset() {
 	*x = ListPlansRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[28]
+	mi := &file_slotdv1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2592,7 @@ func (x *ListPlansRequest) String() string {
 func (*ListPlansRequest) ProtoMessage() {}
 
 func (x *ListPlansRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[28]
+	mi := &file_slotdv1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2605,7 @@ func (x *ListPlansRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPlansRequest.ProtoReflect.Descriptor instead.
 func (*ListPlansRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{28}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 type ListPlansResponse struct {
@@ -2280,7 +2618,7 @@ type ListPlansResponse struct {
 
 func (x *ListPlansResponse) Reset() {
 	*x = ListPlansResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[29]
+	mi := &file_slotdv1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2630,7 @@ func (x *ListPlansResponse) String() string {
 func (*ListPlansResponse) ProtoMessage() {}
 
 func (x *ListPlansResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[29]
+	mi := &file_slotdv1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2643,7 @@ func (x *ListPlansResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPlansResponse.ProtoReflect.Descriptor instead.
 func (*ListPlansResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{29}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListPlansResponse) GetPlans() []*Plan {
@@ -2324,7 +2662,7 @@ type GetPlanRequest struct {
 
 func (x *GetPlanRequest) Reset() {
 	*x = GetPlanRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[30]
+	mi := &file_slotdv1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +2674,7 @@ func (x *GetPlanRequest) String() string {
 func (*GetPlanRequest) ProtoMessage() {}
 
 func (x *GetPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[30]
+	mi := &file_slotdv1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +2687,7 @@ func (x *GetPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanRequest.ProtoReflect.Descriptor instead.
 func (*GetPlanRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{30}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetPlanRequest) GetPlanId() string {
@@ -2368,7 +2706,7 @@ type GetPlanResponse struct {
 
 func (x *GetPlanResponse) Reset() {
 	*x = GetPlanResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[31]
+	mi := &file_slotdv1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2380,7 +2718,7 @@ func (x *GetPlanResponse) String() string {
 func (*GetPlanResponse) ProtoMessage() {}
 
 func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[31]
+	mi := &file_slotdv1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2393,7 +2731,7 @@ func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanResponse.ProtoReflect.Descriptor instead.
 func (*GetPlanResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{31}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetPlanResponse) GetPlan() *Plan {
@@ -2413,7 +2751,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[32]
+	mi := &file_slotdv1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2763,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[32]
+	mi := &file_slotdv1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2776,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{32}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ApplyRequest) GetPlanId() string {
@@ -2464,7 +2802,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[33]
+	mi := &file_slotdv1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2814,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[33]
+	mi := &file_slotdv1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2827,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{33}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ApplyResponse) GetPlan() *Plan {
@@ -2510,7 +2848,7 @@ type PauseRequest struct {
 
 func (x *PauseRequest) Reset() {
 	*x = PauseRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[34]
+	mi := &file_slotdv1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2522,7 +2860,7 @@ func (x *PauseRequest) String() string {
 func (*PauseRequest) ProtoMessage() {}
 
 func (x *PauseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[34]
+	mi := &file_slotdv1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2873,7 @@ func (x *PauseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRequest.ProtoReflect.Descriptor instead.
 func (*PauseRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{34}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PauseRequest) GetPlanId() string {
@@ -2568,7 +2906,7 @@ type PauseResponse struct {
 
 func (x *PauseResponse) Reset() {
 	*x = PauseResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[35]
+	mi := &file_slotdv1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2580,7 +2918,7 @@ func (x *PauseResponse) String() string {
 func (*PauseResponse) ProtoMessage() {}
 
 func (x *PauseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[35]
+	mi := &file_slotdv1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2593,7 +2931,7 @@ func (x *PauseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseResponse.ProtoReflect.Descriptor instead.
 func (*PauseResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{35}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PauseResponse) GetPlan() *Plan {
@@ -2613,7 +2951,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[36]
+	mi := &file_slotdv1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2963,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[36]
+	mi := &file_slotdv1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2976,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{36}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ResumeRequest) GetPlanId() string {
@@ -2664,7 +3002,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[37]
+	mi := &file_slotdv1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +3014,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[37]
+	mi := &file_slotdv1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +3027,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{37}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResumeResponse) GetPlan() *Plan {
@@ -2709,7 +3047,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[38]
+	mi := &file_slotdv1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +3059,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[38]
+	mi := &file_slotdv1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +3072,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{38}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CancelRequest) GetPlanId() string {
@@ -2760,7 +3098,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[39]
+	mi := &file_slotdv1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2772,7 +3110,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[39]
+	mi := &file_slotdv1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2785,7 +3123,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{39}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CancelResponse) GetPlan() *Plan {
@@ -2806,7 +3144,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[40]
+	mi := &file_slotdv1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2818,7 +3156,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[40]
+	mi := &file_slotdv1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +3169,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{40}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RollbackRequest) GetPlanId() string {
@@ -2865,7 +3203,7 @@ type RollbackResponse struct {
 
 func (x *RollbackResponse) Reset() {
 	*x = RollbackResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[41]
+	mi := &file_slotdv1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +3215,7 @@ func (x *RollbackResponse) String() string {
 func (*RollbackResponse) ProtoMessage() {}
 
 func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[41]
+	mi := &file_slotdv1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +3228,7 @@ func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{41}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RollbackResponse) GetPlan() *Plan {
@@ -2913,7 +3251,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[42]
+	mi := &file_slotdv1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3263,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[42]
+	mi := &file_slotdv1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3276,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{42}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *MoveRequest) GetSlot() uint32 {
@@ -2978,7 +3316,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[43]
+	mi := &file_slotdv1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3328,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[43]
+	mi := &file_slotdv1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3341,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{43}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MoveResponse) GetPlan() *Plan {
@@ -3026,7 +3364,7 @@ type SetThrottleRequest struct {
 
 func (x *SetThrottleRequest) Reset() {
 	*x = SetThrottleRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[44]
+	mi := &file_slotdv1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3038,7 +3376,7 @@ func (x *SetThrottleRequest) String() string {
 func (*SetThrottleRequest) ProtoMessage() {}
 
 func (x *SetThrottleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[44]
+	mi := &file_slotdv1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3051,7 +3389,7 @@ func (x *SetThrottleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetThrottleRequest.ProtoReflect.Descriptor instead.
 func (*SetThrottleRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{44}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SetThrottleRequest) GetBytesPerSecond() uint64 {
@@ -3085,7 +3423,7 @@ type Throttle struct {
 
 func (x *Throttle) Reset() {
 	*x = Throttle{}
-	mi := &file_slotdv1_admin_proto_msgTypes[45]
+	mi := &file_slotdv1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3097,7 +3435,7 @@ func (x *Throttle) String() string {
 func (*Throttle) ProtoMessage() {}
 
 func (x *Throttle) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[45]
+	mi := &file_slotdv1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3110,7 +3448,7 @@ func (x *Throttle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Throttle.ProtoReflect.Descriptor instead.
 func (*Throttle) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{45}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Throttle) GetDefaultBytesPerSecond() uint64 {
@@ -3136,7 +3474,7 @@ type SetThrottleResponse struct {
 
 func (x *SetThrottleResponse) Reset() {
 	*x = SetThrottleResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[46]
+	mi := &file_slotdv1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3148,7 +3486,7 @@ func (x *SetThrottleResponse) String() string {
 func (*SetThrottleResponse) ProtoMessage() {}
 
 func (x *SetThrottleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[46]
+	mi := &file_slotdv1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3161,7 +3499,7 @@ func (x *SetThrottleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetThrottleResponse.ProtoReflect.Descriptor instead.
 func (*SetThrottleResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{46}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SetThrottleResponse) GetThrottle() *Throttle {
@@ -3179,7 +3517,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[47]
+	mi := &file_slotdv1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3529,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[47]
+	mi := &file_slotdv1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3542,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{47}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 type StatusResponse struct {
@@ -3227,7 +3565,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[48]
+	mi := &file_slotdv1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3239,7 +3577,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[48]
+	mi := &file_slotdv1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3252,7 +3590,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{48}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *StatusResponse) GetVersion() uint64 {
@@ -3320,7 +3658,7 @@ type NodeLoad struct {
 
 func (x *NodeLoad) Reset() {
 	*x = NodeLoad{}
-	mi := &file_slotdv1_admin_proto_msgTypes[49]
+	mi := &file_slotdv1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3332,7 +3670,7 @@ func (x *NodeLoad) String() string {
 func (*NodeLoad) ProtoMessage() {}
 
 func (x *NodeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[49]
+	mi := &file_slotdv1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3345,7 +3683,7 @@ func (x *NodeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
 func (*NodeLoad) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{49}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *NodeLoad) GetNode() *Node {
@@ -3396,7 +3734,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_slotdv1_admin_proto_msgTypes[50]
+	mi := &file_slotdv1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3746,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[50]
+	mi := &file_slotdv1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3759,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{50}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *HistoryEntry) GetVersion() uint64 {
@@ -3516,7 +3854,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_slotdv1_admin_proto_msgTypes[51]
+	mi := &file_slotdv1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3528,7 +3866,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[51]
+	mi := &file_slotdv1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3541,7 +3879,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{51}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *HistoryRequest) GetSinceVersion() uint64 {
@@ -3583,7 +3921,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_slotdv1_admin_proto_msgTypes[52]
+	mi := &file_slotdv1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3595,7 +3933,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_admin_proto_msgTypes[52]
+	mi := &file_slotdv1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3608,7 +3946,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_slotdv1_admin_proto_rawDescGZIP(), []int{52}
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *HistoryResponse) GetEntries() []*HistoryEntry {
@@ -3629,11 +3967,37 @@ var File_slotdv1_admin_proto protoreflect.FileDescriptor
 
 const file_slotdv1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x13slotdv1/admin.proto\x12\bslotd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12slotdv1/load.proto\x1a\x11slotdv1/map.proto\"l\n" +
+	"\x13slotdv1/admin.proto\x12\bslotd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12slotdv1/load.proto\x1a\x11slotdv1/map.proto\"<\n" +
+	"\x11ReplicationPolicy\x12\x0e\n" +
+	"\x02rf\x18\x01 \x01(\rR\x02rf\x12\x17\n" +
+	"\amin_isr\x18\x02 \x01(\rR\x06minIsr\"\x17\n" +
+	"\x15GetReplicationRequest\"\xc3\x02\n" +
+	"\x16GetReplicationResponse\x123\n" +
+	"\x06policy\x18\x01 \x01(\v2\x1b.slotd.v1.ReplicationPolicyR\x06policy\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\"\n" +
+	"\fbootstrapped\x18\x03 \x01(\bR\fbootstrapped\x12\x14\n" +
+	"\x05zones\x18\x04 \x03(\tR\x05zones\x12,\n" +
+	"\x12nodes_without_zone\x18\x05 \x03(\tR\x10nodesWithoutZone\x12)\n" +
+	"\x10under_replicated\x18\x06 \x01(\rR\x0funderReplicated\x12\"\n" +
+	"\rbelow_min_isr\x18\a \x01(\rR\vbelowMinIsr\x12#\n" +
+	"\rwith_learners\x18\b \x01(\rR\fwithLearners\"\x91\x01\n" +
+	"\x15SetReplicationRequest\x12\x13\n" +
+	"\x02rf\x18\x01 \x01(\rH\x00R\x02rf\x88\x01\x01\x12\x1c\n" +
+	"\amin_isr\x18\x02 \x01(\rH\x01R\x06minIsr\x88\x01\x01\x12\x1a\n" +
+	"\boperator\x18\x03 \x01(\tR\boperator\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reasonB\x05\n" +
+	"\x03_rfB\n" +
+	"\n" +
+	"\b_min_isr\"\x81\x01\n" +
+	"\x16SetReplicationResponse\x123\n" +
+	"\x06policy\x18\x01 \x01(\v2\x1b.slotd.v1.ReplicationPolicyR\x06policy\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x18\n" +
+	"\achanged\x18\x03 \x01(\bR\achanged\"\xab\x01\n" +
 	"\x10BootstrapRequest\x12$\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x0e.slotd.v1.NodeR\x05nodes\x12\x16\n" +
 	"\x06vnodes\x18\x02 \x01(\rR\x06vnodes\x12\x1a\n" +
-	"\boperator\x18\x03 \x01(\tR\boperator\"8\n" +
+	"\boperator\x18\x03 \x01(\tR\boperator\x12=\n" +
+	"\vreplication\x18\x04 \x01(\v2\x1b.slotd.v1.ReplicationPolicyR\vreplication\"8\n" +
 	"\x11BootstrapResponse\x12#\n" +
 	"\x03map\x18\x01 \x01(\v2\x11.slotd.v1.SlotMapR\x03map\"9\n" +
 	"\x13RegisterNodeRequest\x12\"\n" +
@@ -3913,7 +4277,7 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\x17HISTORY_KIND_MOVE_PHASE\x10\x06\x12\x1b\n" +
 	"\x17HISTORY_KIND_SLOT_MOVED\x10\a\x12\x1d\n" +
 	"\x19HISTORY_KIND_MOVE_ABORTED\x10\b\x12\x15\n" +
-	"\x11HISTORY_KIND_PLAN\x10\t2\x83\v\n" +
+	"\x11HISTORY_KIND_PLAN\x10\t2\xad\f\n" +
 	"\x05Admin\x12D\n" +
 	"\tBootstrap\x12\x1a.slotd.v1.BootstrapRequest\x1a\x1b.slotd.v1.BootstrapResponse\x12M\n" +
 	"\fRegisterNode\x12\x1d.slotd.v1.RegisterNodeRequest\x1a\x1e.slotd.v1.RegisterNodeResponse\x12D\n" +
@@ -3938,7 +4302,9 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\x04Move\x12\x15.slotd.v1.MoveRequest\x1a\x16.slotd.v1.MoveResponse\x12J\n" +
 	"\vSetThrottle\x12\x1c.slotd.v1.SetThrottleRequest\x1a\x1d.slotd.v1.SetThrottleResponse\x12;\n" +
 	"\x06Status\x12\x17.slotd.v1.StatusRequest\x1a\x18.slotd.v1.StatusResponse\x12>\n" +
-	"\aHistory\x12\x18.slotd.v1.HistoryRequest\x1a\x19.slotd.v1.HistoryResponseB,Z*github.com/slotd/slotd/api/slotdv1;slotdv1b\x06proto3"
+	"\aHistory\x12\x18.slotd.v1.HistoryRequest\x1a\x19.slotd.v1.HistoryResponse\x12S\n" +
+	"\x0eGetReplication\x12\x1f.slotd.v1.GetReplicationRequest\x1a .slotd.v1.GetReplicationResponse\x12S\n" +
+	"\x0eSetReplication\x12\x1f.slotd.v1.SetReplicationRequest\x1a .slotd.v1.SetReplicationResponseB,Z*github.com/slotd/slotd/api/slotdv1;slotdv1b\x06proto3"
 
 var (
 	file_slotdv1_admin_proto_rawDescOnce sync.Once
@@ -3953,174 +4319,186 @@ func file_slotdv1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_slotdv1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_slotdv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_slotdv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_slotdv1_admin_proto_goTypes = []any{
-	(PlanState)(0),                // 0: slotd.v1.PlanState
-	(HistoryKind)(0),              // 1: slotd.v1.HistoryKind
-	(*BootstrapRequest)(nil),      // 2: slotd.v1.BootstrapRequest
-	(*BootstrapResponse)(nil),     // 3: slotd.v1.BootstrapResponse
-	(*RegisterNodeRequest)(nil),   // 4: slotd.v1.RegisterNodeRequest
-	(*RegisterNodeResponse)(nil),  // 5: slotd.v1.RegisterNodeResponse
-	(*HeartbeatRequest)(nil),      // 6: slotd.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),     // 7: slotd.v1.HeartbeatResponse
-	(*DrainNodeRequest)(nil),      // 8: slotd.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),     // 9: slotd.v1.DrainNodeResponse
-	(*UndrainNodeRequest)(nil),    // 10: slotd.v1.UndrainNodeRequest
-	(*UndrainNodeResponse)(nil),   // 11: slotd.v1.UndrainNodeResponse
-	(*RemoveNodeRequest)(nil),     // 12: slotd.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),    // 13: slotd.v1.RemoveNodeResponse
-	(*SetWeightRequest)(nil),      // 14: slotd.v1.SetWeightRequest
-	(*SetWeightResponse)(nil),     // 15: slotd.v1.SetWeightResponse
-	(*UpdateAddrRequest)(nil),     // 16: slotd.v1.UpdateAddrRequest
-	(*UpdateAddrResponse)(nil),    // 17: slotd.v1.UpdateAddrResponse
-	(*PlannedMove)(nil),           // 18: slotd.v1.PlannedMove
-	(*NodeSpec)(nil),              // 19: slotd.v1.NodeSpec
-	(*PlanEdits)(nil),             // 20: slotd.v1.PlanEdits
-	(*PlanProgress)(nil),          // 21: slotd.v1.PlanProgress
-	(*NodeBalance)(nil),           // 22: slotd.v1.NodeBalance
-	(*NodeLoadView)(nil),          // 23: slotd.v1.NodeLoadView
-	(*BlockedSlots)(nil),          // 24: slotd.v1.BlockedSlots
-	(*Plan)(nil),                  // 25: slotd.v1.Plan
-	(*PlanRequest)(nil),           // 26: slotd.v1.PlanRequest
-	(*PlanResponse)(nil),          // 27: slotd.v1.PlanResponse
-	(*SubmitPlanRequest)(nil),     // 28: slotd.v1.SubmitPlanRequest
-	(*SubmitPlanResponse)(nil),    // 29: slotd.v1.SubmitPlanResponse
-	(*ListPlansRequest)(nil),      // 30: slotd.v1.ListPlansRequest
-	(*ListPlansResponse)(nil),     // 31: slotd.v1.ListPlansResponse
-	(*GetPlanRequest)(nil),        // 32: slotd.v1.GetPlanRequest
-	(*GetPlanResponse)(nil),       // 33: slotd.v1.GetPlanResponse
-	(*ApplyRequest)(nil),          // 34: slotd.v1.ApplyRequest
-	(*ApplyResponse)(nil),         // 35: slotd.v1.ApplyResponse
-	(*PauseRequest)(nil),          // 36: slotd.v1.PauseRequest
-	(*PauseResponse)(nil),         // 37: slotd.v1.PauseResponse
-	(*ResumeRequest)(nil),         // 38: slotd.v1.ResumeRequest
-	(*ResumeResponse)(nil),        // 39: slotd.v1.ResumeResponse
-	(*CancelRequest)(nil),         // 40: slotd.v1.CancelRequest
-	(*CancelResponse)(nil),        // 41: slotd.v1.CancelResponse
-	(*RollbackRequest)(nil),       // 42: slotd.v1.RollbackRequest
-	(*RollbackResponse)(nil),      // 43: slotd.v1.RollbackResponse
-	(*MoveRequest)(nil),           // 44: slotd.v1.MoveRequest
-	(*MoveResponse)(nil),          // 45: slotd.v1.MoveResponse
-	(*SetThrottleRequest)(nil),    // 46: slotd.v1.SetThrottleRequest
-	(*Throttle)(nil),              // 47: slotd.v1.Throttle
-	(*SetThrottleResponse)(nil),   // 48: slotd.v1.SetThrottleResponse
-	(*StatusRequest)(nil),         // 49: slotd.v1.StatusRequest
-	(*StatusResponse)(nil),        // 50: slotd.v1.StatusResponse
-	(*NodeLoad)(nil),              // 51: slotd.v1.NodeLoad
-	(*HistoryEntry)(nil),          // 52: slotd.v1.HistoryEntry
-	(*HistoryRequest)(nil),        // 53: slotd.v1.HistoryRequest
-	(*HistoryResponse)(nil),       // 54: slotd.v1.HistoryResponse
-	nil,                           // 55: slotd.v1.PlanEdits.WeightsEntry
-	nil,                           // 56: slotd.v1.PlanRequest.WeightsEntry
-	nil,                           // 57: slotd.v1.Throttle.NodeBytesPerSecondEntry
-	(*Node)(nil),                  // 58: slotd.v1.Node
-	(*SlotMap)(nil),               // 59: slotd.v1.SlotMap
-	(*durationpb.Duration)(nil),   // 60: google.protobuf.Duration
-	(NodeState)(0),                // 61: slotd.v1.NodeState
-	(MovePhase)(0),                // 62: slotd.v1.MovePhase
-	(*timestamppb.Timestamp)(nil), // 63: google.protobuf.Timestamp
-	(*HotSpot)(nil),               // 64: slotd.v1.HotSpot
+	(PlanState)(0),                 // 0: slotd.v1.PlanState
+	(HistoryKind)(0),               // 1: slotd.v1.HistoryKind
+	(*ReplicationPolicy)(nil),      // 2: slotd.v1.ReplicationPolicy
+	(*GetReplicationRequest)(nil),  // 3: slotd.v1.GetReplicationRequest
+	(*GetReplicationResponse)(nil), // 4: slotd.v1.GetReplicationResponse
+	(*SetReplicationRequest)(nil),  // 5: slotd.v1.SetReplicationRequest
+	(*SetReplicationResponse)(nil), // 6: slotd.v1.SetReplicationResponse
+	(*BootstrapRequest)(nil),       // 7: slotd.v1.BootstrapRequest
+	(*BootstrapResponse)(nil),      // 8: slotd.v1.BootstrapResponse
+	(*RegisterNodeRequest)(nil),    // 9: slotd.v1.RegisterNodeRequest
+	(*RegisterNodeResponse)(nil),   // 10: slotd.v1.RegisterNodeResponse
+	(*HeartbeatRequest)(nil),       // 11: slotd.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),      // 12: slotd.v1.HeartbeatResponse
+	(*DrainNodeRequest)(nil),       // 13: slotd.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),      // 14: slotd.v1.DrainNodeResponse
+	(*UndrainNodeRequest)(nil),     // 15: slotd.v1.UndrainNodeRequest
+	(*UndrainNodeResponse)(nil),    // 16: slotd.v1.UndrainNodeResponse
+	(*RemoveNodeRequest)(nil),      // 17: slotd.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),     // 18: slotd.v1.RemoveNodeResponse
+	(*SetWeightRequest)(nil),       // 19: slotd.v1.SetWeightRequest
+	(*SetWeightResponse)(nil),      // 20: slotd.v1.SetWeightResponse
+	(*UpdateAddrRequest)(nil),      // 21: slotd.v1.UpdateAddrRequest
+	(*UpdateAddrResponse)(nil),     // 22: slotd.v1.UpdateAddrResponse
+	(*PlannedMove)(nil),            // 23: slotd.v1.PlannedMove
+	(*NodeSpec)(nil),               // 24: slotd.v1.NodeSpec
+	(*PlanEdits)(nil),              // 25: slotd.v1.PlanEdits
+	(*PlanProgress)(nil),           // 26: slotd.v1.PlanProgress
+	(*NodeBalance)(nil),            // 27: slotd.v1.NodeBalance
+	(*NodeLoadView)(nil),           // 28: slotd.v1.NodeLoadView
+	(*BlockedSlots)(nil),           // 29: slotd.v1.BlockedSlots
+	(*Plan)(nil),                   // 30: slotd.v1.Plan
+	(*PlanRequest)(nil),            // 31: slotd.v1.PlanRequest
+	(*PlanResponse)(nil),           // 32: slotd.v1.PlanResponse
+	(*SubmitPlanRequest)(nil),      // 33: slotd.v1.SubmitPlanRequest
+	(*SubmitPlanResponse)(nil),     // 34: slotd.v1.SubmitPlanResponse
+	(*ListPlansRequest)(nil),       // 35: slotd.v1.ListPlansRequest
+	(*ListPlansResponse)(nil),      // 36: slotd.v1.ListPlansResponse
+	(*GetPlanRequest)(nil),         // 37: slotd.v1.GetPlanRequest
+	(*GetPlanResponse)(nil),        // 38: slotd.v1.GetPlanResponse
+	(*ApplyRequest)(nil),           // 39: slotd.v1.ApplyRequest
+	(*ApplyResponse)(nil),          // 40: slotd.v1.ApplyResponse
+	(*PauseRequest)(nil),           // 41: slotd.v1.PauseRequest
+	(*PauseResponse)(nil),          // 42: slotd.v1.PauseResponse
+	(*ResumeRequest)(nil),          // 43: slotd.v1.ResumeRequest
+	(*ResumeResponse)(nil),         // 44: slotd.v1.ResumeResponse
+	(*CancelRequest)(nil),          // 45: slotd.v1.CancelRequest
+	(*CancelResponse)(nil),         // 46: slotd.v1.CancelResponse
+	(*RollbackRequest)(nil),        // 47: slotd.v1.RollbackRequest
+	(*RollbackResponse)(nil),       // 48: slotd.v1.RollbackResponse
+	(*MoveRequest)(nil),            // 49: slotd.v1.MoveRequest
+	(*MoveResponse)(nil),           // 50: slotd.v1.MoveResponse
+	(*SetThrottleRequest)(nil),     // 51: slotd.v1.SetThrottleRequest
+	(*Throttle)(nil),               // 52: slotd.v1.Throttle
+	(*SetThrottleResponse)(nil),    // 53: slotd.v1.SetThrottleResponse
+	(*StatusRequest)(nil),          // 54: slotd.v1.StatusRequest
+	(*StatusResponse)(nil),         // 55: slotd.v1.StatusResponse
+	(*NodeLoad)(nil),               // 56: slotd.v1.NodeLoad
+	(*HistoryEntry)(nil),           // 57: slotd.v1.HistoryEntry
+	(*HistoryRequest)(nil),         // 58: slotd.v1.HistoryRequest
+	(*HistoryResponse)(nil),        // 59: slotd.v1.HistoryResponse
+	nil,                            // 60: slotd.v1.PlanEdits.WeightsEntry
+	nil,                            // 61: slotd.v1.PlanRequest.WeightsEntry
+	nil,                            // 62: slotd.v1.Throttle.NodeBytesPerSecondEntry
+	(*Node)(nil),                   // 63: slotd.v1.Node
+	(*SlotMap)(nil),                // 64: slotd.v1.SlotMap
+	(*durationpb.Duration)(nil),    // 65: google.protobuf.Duration
+	(NodeState)(0),                 // 66: slotd.v1.NodeState
+	(MovePhase)(0),                 // 67: slotd.v1.MovePhase
+	(*timestamppb.Timestamp)(nil),  // 68: google.protobuf.Timestamp
+	(*HotSpot)(nil),                // 69: slotd.v1.HotSpot
 }
 var file_slotdv1_admin_proto_depIdxs = []int32{
-	58, // 0: slotd.v1.BootstrapRequest.nodes:type_name -> slotd.v1.Node
-	59, // 1: slotd.v1.BootstrapResponse.map:type_name -> slotd.v1.SlotMap
-	58, // 2: slotd.v1.RegisterNodeRequest.node:type_name -> slotd.v1.Node
-	58, // 3: slotd.v1.RegisterNodeResponse.node:type_name -> slotd.v1.Node
-	60, // 4: slotd.v1.RegisterNodeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	60, // 5: slotd.v1.RegisterNodeResponse.ttl:type_name -> google.protobuf.Duration
-	60, // 6: slotd.v1.RegisterNodeResponse.lease_margin:type_name -> google.protobuf.Duration
-	61, // 7: slotd.v1.HeartbeatResponse.state:type_name -> slotd.v1.NodeState
-	58, // 8: slotd.v1.DrainNodeResponse.node:type_name -> slotd.v1.Node
-	58, // 9: slotd.v1.UndrainNodeResponse.node:type_name -> slotd.v1.Node
-	58, // 10: slotd.v1.SetWeightResponse.node:type_name -> slotd.v1.Node
-	58, // 11: slotd.v1.UpdateAddrResponse.node:type_name -> slotd.v1.Node
-	62, // 12: slotd.v1.PlannedMove.phase:type_name -> slotd.v1.MovePhase
-	63, // 13: slotd.v1.PlannedMove.started_at:type_name -> google.protobuf.Timestamp
-	63, // 14: slotd.v1.PlannedMove.finished_at:type_name -> google.protobuf.Timestamp
-	19, // 15: slotd.v1.PlanEdits.add:type_name -> slotd.v1.NodeSpec
-	55, // 16: slotd.v1.PlanEdits.weights:type_name -> slotd.v1.PlanEdits.WeightsEntry
-	23, // 17: slotd.v1.NodeBalance.load_before:type_name -> slotd.v1.NodeLoadView
-	23, // 18: slotd.v1.NodeBalance.load_after:type_name -> slotd.v1.NodeLoadView
-	18, // 19: slotd.v1.Plan.moves:type_name -> slotd.v1.PlannedMove
-	22, // 20: slotd.v1.Plan.nodes:type_name -> slotd.v1.NodeBalance
-	60, // 21: slotd.v1.Plan.estimated:type_name -> google.protobuf.Duration
-	0,  // 22: slotd.v1.Plan.state:type_name -> slotd.v1.PlanState
-	63, // 23: slotd.v1.Plan.created_at:type_name -> google.protobuf.Timestamp
-	20, // 24: slotd.v1.Plan.edits:type_name -> slotd.v1.PlanEdits
-	21, // 25: slotd.v1.Plan.progress:type_name -> slotd.v1.PlanProgress
-	63, // 26: slotd.v1.Plan.updated_at:type_name -> google.protobuf.Timestamp
-	64, // 27: slotd.v1.Plan.hot_spots:type_name -> slotd.v1.HotSpot
-	24, // 28: slotd.v1.Plan.blocked:type_name -> slotd.v1.BlockedSlots
-	19, // 29: slotd.v1.PlanRequest.add:type_name -> slotd.v1.NodeSpec
-	56, // 30: slotd.v1.PlanRequest.weights:type_name -> slotd.v1.PlanRequest.WeightsEntry
-	25, // 31: slotd.v1.PlanResponse.plan:type_name -> slotd.v1.Plan
-	25, // 32: slotd.v1.SubmitPlanRequest.plan:type_name -> slotd.v1.Plan
-	25, // 33: slotd.v1.SubmitPlanResponse.plan:type_name -> slotd.v1.Plan
-	25, // 34: slotd.v1.ListPlansResponse.plans:type_name -> slotd.v1.Plan
-	25, // 35: slotd.v1.GetPlanResponse.plan:type_name -> slotd.v1.Plan
-	25, // 36: slotd.v1.ApplyResponse.plan:type_name -> slotd.v1.Plan
-	25, // 37: slotd.v1.PauseResponse.plan:type_name -> slotd.v1.Plan
-	25, // 38: slotd.v1.ResumeResponse.plan:type_name -> slotd.v1.Plan
-	25, // 39: slotd.v1.CancelResponse.plan:type_name -> slotd.v1.Plan
-	25, // 40: slotd.v1.RollbackResponse.plan:type_name -> slotd.v1.Plan
-	25, // 41: slotd.v1.MoveResponse.plan:type_name -> slotd.v1.Plan
-	57, // 42: slotd.v1.Throttle.node_bytes_per_second:type_name -> slotd.v1.Throttle.NodeBytesPerSecondEntry
-	47, // 43: slotd.v1.SetThrottleResponse.throttle:type_name -> slotd.v1.Throttle
-	25, // 44: slotd.v1.StatusResponse.active_plan:type_name -> slotd.v1.Plan
-	18, // 45: slotd.v1.StatusResponse.in_flight:type_name -> slotd.v1.PlannedMove
-	47, // 46: slotd.v1.StatusResponse.throttle:type_name -> slotd.v1.Throttle
-	51, // 47: slotd.v1.StatusResponse.nodes:type_name -> slotd.v1.NodeLoad
-	58, // 48: slotd.v1.NodeLoad.node:type_name -> slotd.v1.Node
-	63, // 49: slotd.v1.HistoryEntry.time:type_name -> google.protobuf.Timestamp
-	1,  // 50: slotd.v1.HistoryEntry.kind:type_name -> slotd.v1.HistoryKind
-	52, // 51: slotd.v1.HistoryResponse.entries:type_name -> slotd.v1.HistoryEntry
-	2,  // 52: slotd.v1.Admin.Bootstrap:input_type -> slotd.v1.BootstrapRequest
-	4,  // 53: slotd.v1.Admin.RegisterNode:input_type -> slotd.v1.RegisterNodeRequest
-	6,  // 54: slotd.v1.Admin.Heartbeat:input_type -> slotd.v1.HeartbeatRequest
-	8,  // 55: slotd.v1.Admin.DrainNode:input_type -> slotd.v1.DrainNodeRequest
-	10, // 56: slotd.v1.Admin.UndrainNode:input_type -> slotd.v1.UndrainNodeRequest
-	12, // 57: slotd.v1.Admin.RemoveNode:input_type -> slotd.v1.RemoveNodeRequest
-	14, // 58: slotd.v1.Admin.SetWeight:input_type -> slotd.v1.SetWeightRequest
-	16, // 59: slotd.v1.Admin.UpdateAddr:input_type -> slotd.v1.UpdateAddrRequest
-	26, // 60: slotd.v1.Admin.Plan:input_type -> slotd.v1.PlanRequest
-	28, // 61: slotd.v1.Admin.SubmitPlan:input_type -> slotd.v1.SubmitPlanRequest
-	30, // 62: slotd.v1.Admin.ListPlans:input_type -> slotd.v1.ListPlansRequest
-	32, // 63: slotd.v1.Admin.GetPlan:input_type -> slotd.v1.GetPlanRequest
-	34, // 64: slotd.v1.Admin.Apply:input_type -> slotd.v1.ApplyRequest
-	36, // 65: slotd.v1.Admin.Pause:input_type -> slotd.v1.PauseRequest
-	38, // 66: slotd.v1.Admin.Resume:input_type -> slotd.v1.ResumeRequest
-	40, // 67: slotd.v1.Admin.Cancel:input_type -> slotd.v1.CancelRequest
-	42, // 68: slotd.v1.Admin.Rollback:input_type -> slotd.v1.RollbackRequest
-	44, // 69: slotd.v1.Admin.Move:input_type -> slotd.v1.MoveRequest
-	46, // 70: slotd.v1.Admin.SetThrottle:input_type -> slotd.v1.SetThrottleRequest
-	49, // 71: slotd.v1.Admin.Status:input_type -> slotd.v1.StatusRequest
-	53, // 72: slotd.v1.Admin.History:input_type -> slotd.v1.HistoryRequest
-	3,  // 73: slotd.v1.Admin.Bootstrap:output_type -> slotd.v1.BootstrapResponse
-	5,  // 74: slotd.v1.Admin.RegisterNode:output_type -> slotd.v1.RegisterNodeResponse
-	7,  // 75: slotd.v1.Admin.Heartbeat:output_type -> slotd.v1.HeartbeatResponse
-	9,  // 76: slotd.v1.Admin.DrainNode:output_type -> slotd.v1.DrainNodeResponse
-	11, // 77: slotd.v1.Admin.UndrainNode:output_type -> slotd.v1.UndrainNodeResponse
-	13, // 78: slotd.v1.Admin.RemoveNode:output_type -> slotd.v1.RemoveNodeResponse
-	15, // 79: slotd.v1.Admin.SetWeight:output_type -> slotd.v1.SetWeightResponse
-	17, // 80: slotd.v1.Admin.UpdateAddr:output_type -> slotd.v1.UpdateAddrResponse
-	27, // 81: slotd.v1.Admin.Plan:output_type -> slotd.v1.PlanResponse
-	29, // 82: slotd.v1.Admin.SubmitPlan:output_type -> slotd.v1.SubmitPlanResponse
-	31, // 83: slotd.v1.Admin.ListPlans:output_type -> slotd.v1.ListPlansResponse
-	33, // 84: slotd.v1.Admin.GetPlan:output_type -> slotd.v1.GetPlanResponse
-	35, // 85: slotd.v1.Admin.Apply:output_type -> slotd.v1.ApplyResponse
-	37, // 86: slotd.v1.Admin.Pause:output_type -> slotd.v1.PauseResponse
-	39, // 87: slotd.v1.Admin.Resume:output_type -> slotd.v1.ResumeResponse
-	41, // 88: slotd.v1.Admin.Cancel:output_type -> slotd.v1.CancelResponse
-	43, // 89: slotd.v1.Admin.Rollback:output_type -> slotd.v1.RollbackResponse
-	45, // 90: slotd.v1.Admin.Move:output_type -> slotd.v1.MoveResponse
-	48, // 91: slotd.v1.Admin.SetThrottle:output_type -> slotd.v1.SetThrottleResponse
-	50, // 92: slotd.v1.Admin.Status:output_type -> slotd.v1.StatusResponse
-	54, // 93: slotd.v1.Admin.History:output_type -> slotd.v1.HistoryResponse
-	73, // [73:94] is the sub-list for method output_type
-	52, // [52:73] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	2,  // 0: slotd.v1.GetReplicationResponse.policy:type_name -> slotd.v1.ReplicationPolicy
+	2,  // 1: slotd.v1.SetReplicationResponse.policy:type_name -> slotd.v1.ReplicationPolicy
+	63, // 2: slotd.v1.BootstrapRequest.nodes:type_name -> slotd.v1.Node
+	2,  // 3: slotd.v1.BootstrapRequest.replication:type_name -> slotd.v1.ReplicationPolicy
+	64, // 4: slotd.v1.BootstrapResponse.map:type_name -> slotd.v1.SlotMap
+	63, // 5: slotd.v1.RegisterNodeRequest.node:type_name -> slotd.v1.Node
+	63, // 6: slotd.v1.RegisterNodeResponse.node:type_name -> slotd.v1.Node
+	65, // 7: slotd.v1.RegisterNodeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	65, // 8: slotd.v1.RegisterNodeResponse.ttl:type_name -> google.protobuf.Duration
+	65, // 9: slotd.v1.RegisterNodeResponse.lease_margin:type_name -> google.protobuf.Duration
+	66, // 10: slotd.v1.HeartbeatResponse.state:type_name -> slotd.v1.NodeState
+	63, // 11: slotd.v1.DrainNodeResponse.node:type_name -> slotd.v1.Node
+	63, // 12: slotd.v1.UndrainNodeResponse.node:type_name -> slotd.v1.Node
+	63, // 13: slotd.v1.SetWeightResponse.node:type_name -> slotd.v1.Node
+	63, // 14: slotd.v1.UpdateAddrResponse.node:type_name -> slotd.v1.Node
+	67, // 15: slotd.v1.PlannedMove.phase:type_name -> slotd.v1.MovePhase
+	68, // 16: slotd.v1.PlannedMove.started_at:type_name -> google.protobuf.Timestamp
+	68, // 17: slotd.v1.PlannedMove.finished_at:type_name -> google.protobuf.Timestamp
+	24, // 18: slotd.v1.PlanEdits.add:type_name -> slotd.v1.NodeSpec
+	60, // 19: slotd.v1.PlanEdits.weights:type_name -> slotd.v1.PlanEdits.WeightsEntry
+	28, // 20: slotd.v1.NodeBalance.load_before:type_name -> slotd.v1.NodeLoadView
+	28, // 21: slotd.v1.NodeBalance.load_after:type_name -> slotd.v1.NodeLoadView
+	23, // 22: slotd.v1.Plan.moves:type_name -> slotd.v1.PlannedMove
+	27, // 23: slotd.v1.Plan.nodes:type_name -> slotd.v1.NodeBalance
+	65, // 24: slotd.v1.Plan.estimated:type_name -> google.protobuf.Duration
+	0,  // 25: slotd.v1.Plan.state:type_name -> slotd.v1.PlanState
+	68, // 26: slotd.v1.Plan.created_at:type_name -> google.protobuf.Timestamp
+	25, // 27: slotd.v1.Plan.edits:type_name -> slotd.v1.PlanEdits
+	26, // 28: slotd.v1.Plan.progress:type_name -> slotd.v1.PlanProgress
+	68, // 29: slotd.v1.Plan.updated_at:type_name -> google.protobuf.Timestamp
+	69, // 30: slotd.v1.Plan.hot_spots:type_name -> slotd.v1.HotSpot
+	29, // 31: slotd.v1.Plan.blocked:type_name -> slotd.v1.BlockedSlots
+	24, // 32: slotd.v1.PlanRequest.add:type_name -> slotd.v1.NodeSpec
+	61, // 33: slotd.v1.PlanRequest.weights:type_name -> slotd.v1.PlanRequest.WeightsEntry
+	30, // 34: slotd.v1.PlanResponse.plan:type_name -> slotd.v1.Plan
+	30, // 35: slotd.v1.SubmitPlanRequest.plan:type_name -> slotd.v1.Plan
+	30, // 36: slotd.v1.SubmitPlanResponse.plan:type_name -> slotd.v1.Plan
+	30, // 37: slotd.v1.ListPlansResponse.plans:type_name -> slotd.v1.Plan
+	30, // 38: slotd.v1.GetPlanResponse.plan:type_name -> slotd.v1.Plan
+	30, // 39: slotd.v1.ApplyResponse.plan:type_name -> slotd.v1.Plan
+	30, // 40: slotd.v1.PauseResponse.plan:type_name -> slotd.v1.Plan
+	30, // 41: slotd.v1.ResumeResponse.plan:type_name -> slotd.v1.Plan
+	30, // 42: slotd.v1.CancelResponse.plan:type_name -> slotd.v1.Plan
+	30, // 43: slotd.v1.RollbackResponse.plan:type_name -> slotd.v1.Plan
+	30, // 44: slotd.v1.MoveResponse.plan:type_name -> slotd.v1.Plan
+	62, // 45: slotd.v1.Throttle.node_bytes_per_second:type_name -> slotd.v1.Throttle.NodeBytesPerSecondEntry
+	52, // 46: slotd.v1.SetThrottleResponse.throttle:type_name -> slotd.v1.Throttle
+	30, // 47: slotd.v1.StatusResponse.active_plan:type_name -> slotd.v1.Plan
+	23, // 48: slotd.v1.StatusResponse.in_flight:type_name -> slotd.v1.PlannedMove
+	52, // 49: slotd.v1.StatusResponse.throttle:type_name -> slotd.v1.Throttle
+	56, // 50: slotd.v1.StatusResponse.nodes:type_name -> slotd.v1.NodeLoad
+	63, // 51: slotd.v1.NodeLoad.node:type_name -> slotd.v1.Node
+	68, // 52: slotd.v1.HistoryEntry.time:type_name -> google.protobuf.Timestamp
+	1,  // 53: slotd.v1.HistoryEntry.kind:type_name -> slotd.v1.HistoryKind
+	57, // 54: slotd.v1.HistoryResponse.entries:type_name -> slotd.v1.HistoryEntry
+	7,  // 55: slotd.v1.Admin.Bootstrap:input_type -> slotd.v1.BootstrapRequest
+	9,  // 56: slotd.v1.Admin.RegisterNode:input_type -> slotd.v1.RegisterNodeRequest
+	11, // 57: slotd.v1.Admin.Heartbeat:input_type -> slotd.v1.HeartbeatRequest
+	13, // 58: slotd.v1.Admin.DrainNode:input_type -> slotd.v1.DrainNodeRequest
+	15, // 59: slotd.v1.Admin.UndrainNode:input_type -> slotd.v1.UndrainNodeRequest
+	17, // 60: slotd.v1.Admin.RemoveNode:input_type -> slotd.v1.RemoveNodeRequest
+	19, // 61: slotd.v1.Admin.SetWeight:input_type -> slotd.v1.SetWeightRequest
+	21, // 62: slotd.v1.Admin.UpdateAddr:input_type -> slotd.v1.UpdateAddrRequest
+	31, // 63: slotd.v1.Admin.Plan:input_type -> slotd.v1.PlanRequest
+	33, // 64: slotd.v1.Admin.SubmitPlan:input_type -> slotd.v1.SubmitPlanRequest
+	35, // 65: slotd.v1.Admin.ListPlans:input_type -> slotd.v1.ListPlansRequest
+	37, // 66: slotd.v1.Admin.GetPlan:input_type -> slotd.v1.GetPlanRequest
+	39, // 67: slotd.v1.Admin.Apply:input_type -> slotd.v1.ApplyRequest
+	41, // 68: slotd.v1.Admin.Pause:input_type -> slotd.v1.PauseRequest
+	43, // 69: slotd.v1.Admin.Resume:input_type -> slotd.v1.ResumeRequest
+	45, // 70: slotd.v1.Admin.Cancel:input_type -> slotd.v1.CancelRequest
+	47, // 71: slotd.v1.Admin.Rollback:input_type -> slotd.v1.RollbackRequest
+	49, // 72: slotd.v1.Admin.Move:input_type -> slotd.v1.MoveRequest
+	51, // 73: slotd.v1.Admin.SetThrottle:input_type -> slotd.v1.SetThrottleRequest
+	54, // 74: slotd.v1.Admin.Status:input_type -> slotd.v1.StatusRequest
+	58, // 75: slotd.v1.Admin.History:input_type -> slotd.v1.HistoryRequest
+	3,  // 76: slotd.v1.Admin.GetReplication:input_type -> slotd.v1.GetReplicationRequest
+	5,  // 77: slotd.v1.Admin.SetReplication:input_type -> slotd.v1.SetReplicationRequest
+	8,  // 78: slotd.v1.Admin.Bootstrap:output_type -> slotd.v1.BootstrapResponse
+	10, // 79: slotd.v1.Admin.RegisterNode:output_type -> slotd.v1.RegisterNodeResponse
+	12, // 80: slotd.v1.Admin.Heartbeat:output_type -> slotd.v1.HeartbeatResponse
+	14, // 81: slotd.v1.Admin.DrainNode:output_type -> slotd.v1.DrainNodeResponse
+	16, // 82: slotd.v1.Admin.UndrainNode:output_type -> slotd.v1.UndrainNodeResponse
+	18, // 83: slotd.v1.Admin.RemoveNode:output_type -> slotd.v1.RemoveNodeResponse
+	20, // 84: slotd.v1.Admin.SetWeight:output_type -> slotd.v1.SetWeightResponse
+	22, // 85: slotd.v1.Admin.UpdateAddr:output_type -> slotd.v1.UpdateAddrResponse
+	32, // 86: slotd.v1.Admin.Plan:output_type -> slotd.v1.PlanResponse
+	34, // 87: slotd.v1.Admin.SubmitPlan:output_type -> slotd.v1.SubmitPlanResponse
+	36, // 88: slotd.v1.Admin.ListPlans:output_type -> slotd.v1.ListPlansResponse
+	38, // 89: slotd.v1.Admin.GetPlan:output_type -> slotd.v1.GetPlanResponse
+	40, // 90: slotd.v1.Admin.Apply:output_type -> slotd.v1.ApplyResponse
+	42, // 91: slotd.v1.Admin.Pause:output_type -> slotd.v1.PauseResponse
+	44, // 92: slotd.v1.Admin.Resume:output_type -> slotd.v1.ResumeResponse
+	46, // 93: slotd.v1.Admin.Cancel:output_type -> slotd.v1.CancelResponse
+	48, // 94: slotd.v1.Admin.Rollback:output_type -> slotd.v1.RollbackResponse
+	50, // 95: slotd.v1.Admin.Move:output_type -> slotd.v1.MoveResponse
+	53, // 96: slotd.v1.Admin.SetThrottle:output_type -> slotd.v1.SetThrottleResponse
+	55, // 97: slotd.v1.Admin.Status:output_type -> slotd.v1.StatusResponse
+	59, // 98: slotd.v1.Admin.History:output_type -> slotd.v1.HistoryResponse
+	4,  // 99: slotd.v1.Admin.GetReplication:output_type -> slotd.v1.GetReplicationResponse
+	6,  // 100: slotd.v1.Admin.SetReplication:output_type -> slotd.v1.SetReplicationResponse
+	78, // [78:101] is the sub-list for method output_type
+	55, // [55:78] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_slotdv1_admin_proto_init() }
@@ -4130,14 +4508,15 @@ func file_slotdv1_admin_proto_init() {
 	}
 	file_slotdv1_load_proto_init()
 	file_slotdv1_map_proto_init()
-	file_slotdv1_admin_proto_msgTypes[4].OneofWrappers = []any{}
+	file_slotdv1_admin_proto_msgTypes[3].OneofWrappers = []any{}
+	file_slotdv1_admin_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_slotdv1_admin_proto_rawDesc), len(file_slotdv1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   56,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

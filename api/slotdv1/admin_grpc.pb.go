@@ -21,27 +21,29 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_Bootstrap_FullMethodName    = "/slotd.v1.Admin/Bootstrap"
-	Admin_RegisterNode_FullMethodName = "/slotd.v1.Admin/RegisterNode"
-	Admin_Heartbeat_FullMethodName    = "/slotd.v1.Admin/Heartbeat"
-	Admin_DrainNode_FullMethodName    = "/slotd.v1.Admin/DrainNode"
-	Admin_UndrainNode_FullMethodName  = "/slotd.v1.Admin/UndrainNode"
-	Admin_RemoveNode_FullMethodName   = "/slotd.v1.Admin/RemoveNode"
-	Admin_SetWeight_FullMethodName    = "/slotd.v1.Admin/SetWeight"
-	Admin_UpdateAddr_FullMethodName   = "/slotd.v1.Admin/UpdateAddr"
-	Admin_Plan_FullMethodName         = "/slotd.v1.Admin/Plan"
-	Admin_SubmitPlan_FullMethodName   = "/slotd.v1.Admin/SubmitPlan"
-	Admin_ListPlans_FullMethodName    = "/slotd.v1.Admin/ListPlans"
-	Admin_GetPlan_FullMethodName      = "/slotd.v1.Admin/GetPlan"
-	Admin_Apply_FullMethodName        = "/slotd.v1.Admin/Apply"
-	Admin_Pause_FullMethodName        = "/slotd.v1.Admin/Pause"
-	Admin_Resume_FullMethodName       = "/slotd.v1.Admin/Resume"
-	Admin_Cancel_FullMethodName       = "/slotd.v1.Admin/Cancel"
-	Admin_Rollback_FullMethodName     = "/slotd.v1.Admin/Rollback"
-	Admin_Move_FullMethodName         = "/slotd.v1.Admin/Move"
-	Admin_SetThrottle_FullMethodName  = "/slotd.v1.Admin/SetThrottle"
-	Admin_Status_FullMethodName       = "/slotd.v1.Admin/Status"
-	Admin_History_FullMethodName      = "/slotd.v1.Admin/History"
+	Admin_Bootstrap_FullMethodName      = "/slotd.v1.Admin/Bootstrap"
+	Admin_RegisterNode_FullMethodName   = "/slotd.v1.Admin/RegisterNode"
+	Admin_Heartbeat_FullMethodName      = "/slotd.v1.Admin/Heartbeat"
+	Admin_DrainNode_FullMethodName      = "/slotd.v1.Admin/DrainNode"
+	Admin_UndrainNode_FullMethodName    = "/slotd.v1.Admin/UndrainNode"
+	Admin_RemoveNode_FullMethodName     = "/slotd.v1.Admin/RemoveNode"
+	Admin_SetWeight_FullMethodName      = "/slotd.v1.Admin/SetWeight"
+	Admin_UpdateAddr_FullMethodName     = "/slotd.v1.Admin/UpdateAddr"
+	Admin_Plan_FullMethodName           = "/slotd.v1.Admin/Plan"
+	Admin_SubmitPlan_FullMethodName     = "/slotd.v1.Admin/SubmitPlan"
+	Admin_ListPlans_FullMethodName      = "/slotd.v1.Admin/ListPlans"
+	Admin_GetPlan_FullMethodName        = "/slotd.v1.Admin/GetPlan"
+	Admin_Apply_FullMethodName          = "/slotd.v1.Admin/Apply"
+	Admin_Pause_FullMethodName          = "/slotd.v1.Admin/Pause"
+	Admin_Resume_FullMethodName         = "/slotd.v1.Admin/Resume"
+	Admin_Cancel_FullMethodName         = "/slotd.v1.Admin/Cancel"
+	Admin_Rollback_FullMethodName       = "/slotd.v1.Admin/Rollback"
+	Admin_Move_FullMethodName           = "/slotd.v1.Admin/Move"
+	Admin_SetThrottle_FullMethodName    = "/slotd.v1.Admin/SetThrottle"
+	Admin_Status_FullMethodName         = "/slotd.v1.Admin/Status"
+	Admin_History_FullMethodName        = "/slotd.v1.Admin/History"
+	Admin_GetReplication_FullMethodName = "/slotd.v1.Admin/GetReplication"
+	Admin_SetReplication_FullMethodName = "/slotd.v1.Admin/SetReplication"
 )
 
 // AdminClient is the client API for Admin service.
@@ -113,6 +115,17 @@ type AdminClient interface {
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	// History lists directory changes, oldest first.
 	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
+	// GetReplication returns the replication policy (rf, min_isr) and how
+	// the slots' replica sets stand against it (read role).
+	GetReplication(ctx context.Context, in *GetReplicationRequest, opts ...grpc.CallOption) (*GetReplicationResponse, error)
+	// SetReplication changes rf and min_isr, each when present.
+	// INVALID_ARGUMENT for rf outside 1-5 or min_isr outside 1-rf;
+	// FAILED_PRECONDITION for rf above the zones that hold active nodes, an
+	// active node without a zone at rf > 1, min_isr above some slot's ISR, or
+	// an rf that would add or remove replicas: that is a planned operation the
+	// mover does not run yet, so rf changes only before the bootstrap or when
+	// every slot already has that many replicas. Nothing changes when refused.
+	SetReplication(ctx context.Context, in *SetReplicationRequest, opts ...grpc.CallOption) (*SetReplicationResponse, error)
 }
 
 type adminClient struct {
@@ -333,6 +346,26 @@ func (c *adminClient) History(ctx context.Context, in *HistoryRequest, opts ...g
 	return out, nil
 }
 
+func (c *adminClient) GetReplication(ctx context.Context, in *GetReplicationRequest, opts ...grpc.CallOption) (*GetReplicationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetReplicationResponse)
+	err := c.cc.Invoke(ctx, Admin_GetReplication_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) SetReplication(ctx context.Context, in *SetReplicationRequest, opts ...grpc.CallOption) (*SetReplicationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetReplicationResponse)
+	err := c.cc.Invoke(ctx, Admin_SetReplication_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -402,6 +435,17 @@ type AdminServer interface {
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	// History lists directory changes, oldest first.
 	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
+	// GetReplication returns the replication policy (rf, min_isr) and how
+	// the slots' replica sets stand against it (read role).
+	GetReplication(context.Context, *GetReplicationRequest) (*GetReplicationResponse, error)
+	// SetReplication changes rf and min_isr, each when present.
+	// INVALID_ARGUMENT for rf outside 1-5 or min_isr outside 1-rf;
+	// FAILED_PRECONDITION for rf above the zones that hold active nodes, an
+	// active node without a zone at rf > 1, min_isr above some slot's ISR, or
+	// an rf that would add or remove replicas: that is a planned operation the
+	// mover does not run yet, so rf changes only before the bootstrap or when
+	// every slot already has that many replicas. Nothing changes when refused.
+	SetReplication(context.Context, *SetReplicationRequest) (*SetReplicationResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -474,6 +518,12 @@ func (UnimplementedAdminServer) Status(context.Context, *StatusRequest) (*Status
 }
 func (UnimplementedAdminServer) History(context.Context, *HistoryRequest) (*HistoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method History not implemented")
+}
+func (UnimplementedAdminServer) GetReplication(context.Context, *GetReplicationRequest) (*GetReplicationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetReplication not implemented")
+}
+func (UnimplementedAdminServer) SetReplication(context.Context, *SetReplicationRequest) (*SetReplicationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetReplication not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -874,6 +924,42 @@ func _Admin_History_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_GetReplication_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetReplicationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).GetReplication(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_GetReplication_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).GetReplication(ctx, req.(*GetReplicationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_SetReplication_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetReplicationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetReplication(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetReplication_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetReplication(ctx, req.(*SetReplicationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -964,6 +1050,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "History",
 			Handler:    _Admin_History_Handler,
+		},
+		{
+			MethodName: "GetReplication",
+			Handler:    _Admin_GetReplication_Handler,
+		},
+		{
+			MethodName: "SetReplication",
+			Handler:    _Admin_SetReplication_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
