@@ -45,7 +45,10 @@ type RequestFunc func(ctx context.Context, addr string, asking bool) error
 //     An ASK answer to an asking request is not followed.
 //   - FENCED: the request is retried after the hinted delay or a backoff.
 //
-// At most Options.MaxAttempts requests are sent, and no wait outlives ctx.
+// At most Options.MaxAttempts requests answered other than FENCED are
+// sent; a fenced slot is retried for up to Options.FenceWait from its first
+// FENCED answer (a fence lasts as long as the mover's commit). No wait
+// outlives ctx.
 // Errors: ErrNoMap, ErrTooManyRedirects, ErrSlotFenced, ErrBadRedirect (all
 // wrapping the last answer), ctx's error, or fn's own error unchanged.
 func (c *Client) Do(ctx context.Context, key []byte, fn RequestFunc) error {
@@ -67,14 +70,17 @@ type movedTo struct {
 
 func (c *Client) do(ctx context.Context, s slots.Slot, fn RequestFunc) error {
 	var (
-		last    error         // the last answer, for the final error
-		wait    time.Duration // before the next attempt
-		askAddr string        // the next attempt follows this ASK
-		fenced  bool          // the last answer was FENCED
+		last       error         // the last answer, for the final error
+		wait       time.Duration // before the next attempt
+		askAddr    string        // the next attempt follows this ASK
+		attempt    int           // requests counted against MaxAttempts
+		sent       int           // every request, FENCED answers included
+		fenceSince time.Time     // the first FENCED answer of the call
+		fences     int           // FENCED answers so far
 	)
-	for attempt := 1; attempt <= c.opts.MaxAttempts; attempt++ {
+	for attempt < c.opts.MaxAttempts {
 		if wait > 0 && !backoff.SleepContext(ctx, wait) {
-			return fmt.Errorf("client: slot %d: %w after %d attempts; last answer: %v", s.Int(), context.Cause(ctx), attempt-1, last)
+			return fmt.Errorf("client: slot %d: %w after %d attempts; last answer: %v", s.Int(), context.Cause(ctx), sent, last)
 		}
 		wait = 0
 		addr, asking := askAddr, askAddr != ""
@@ -91,14 +97,39 @@ func (c *Client) do(ctx context.Context, s slots.Slot, fn RequestFunc) error {
 		}
 
 		err := fn(ctx, addr, asking)
+		sent++
 		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return err
 		}
-		last, fenced = err, false
+		last = err
 
+		if f, ok := redirect.FencedFromError(err); ok {
+			if f.Slot != s {
+				return fmt.Errorf("%w: sent slot %d to %s, answer %q", ErrBadRedirect, s.Int(), addr, f.String())
+			}
+			// A fence lasts as long as the mover's commit: ride it out for
+			// FenceWait, whatever the attempts left.
+			now := time.Now()
+			if fences == 0 {
+				fenceSince = now
+			}
+			fences++
+			left := c.opts.FenceWait - now.Sub(fenceSince)
+			if left <= 0 {
+				return fmt.Errorf("%w: slot %d still fenced after %v (%d attempts); last answer: %w",
+					ErrSlotFenced, s.Int(), now.Sub(fenceSince).Round(time.Millisecond), sent, last)
+			}
+			wait = c.retry.Delay(fences - 1)
+			if f.RetryAfter > 0 {
+				wait = min(f.RetryAfter, c.opts.MaxRetryBackoff)
+			}
+			wait = min(wait, left)
+			continue
+		}
+		attempt++
 		if r, ok := redirect.FromError(err); ok {
 			if r.Slot != s {
 				return fmt.Errorf("%w: sent slot %d to %s, answer %q", ErrBadRedirect, s.Int(), addr, r.String())
@@ -126,21 +157,7 @@ func (c *Client) do(ctx context.Context, s slots.Slot, fn RequestFunc) error {
 			}
 			continue
 		}
-		if f, ok := redirect.FencedFromError(err); ok {
-			if f.Slot != s {
-				return fmt.Errorf("%w: sent slot %d to %s, answer %q", ErrBadRedirect, s.Int(), addr, f.String())
-			}
-			fenced = true
-			wait = c.retry.Delay(attempt - 1)
-			if f.RetryAfter > 0 {
-				wait = min(f.RetryAfter, c.opts.MaxRetryBackoff)
-			}
-			continue
-		}
 		return err // the caller's own error: not ours to retry
 	}
-	if fenced {
-		return fmt.Errorf("%w: slot %d after %d attempts; last answer: %w", ErrSlotFenced, s.Int(), c.opts.MaxAttempts, last)
-	}
-	return fmt.Errorf("%w: slot %d after %d attempts; last answer: %w", ErrTooManyRedirects, s.Int(), c.opts.MaxAttempts, last)
+	return fmt.Errorf("%w: slot %d after %d attempts; last answer: %w", ErrTooManyRedirects, s.Int(), sent, last)
 }

@@ -152,13 +152,6 @@ func TestDoRedirects(t *testing.T) {
 			wantOwner: owner.ID, wantSlotV: 10,
 		},
 		{
-			name:      "fenced until attempts run out",
-			answer:    func(int, string, bool) error { return redirect.Fenced{Slot: s, Version: 10}.Err() },
-			wantErr:   ErrSlotFenced,
-			wantCalls: []call{{owner.Addr, false}, {owner.Addr, false}, {owner.Addr, false}, {owner.Addr, false}, {owner.Addr, false}},
-			wantOwner: owner.ID, wantSlotV: 10,
-		},
-		{
 			name:      "the store's own error is returned as is",
 			answer:    func(int, string, bool) error { return errStore },
 			wantErr:   errStore,

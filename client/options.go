@@ -25,13 +25,22 @@ type Options struct {
 	// prometheus.WrapRegistererWith to tell them apart.
 	Registerer prometheus.Registerer
 
-	// MaxAttempts bounds the requests Do sends for one call. Default 5.
+	// MaxAttempts bounds the requests Do sends for one call, not counting
+	// those answered FENCED (see FenceWait). Default 5.
 	MaxAttempts int
 	// RetryBackoff is Do's first wait before retrying after a stale redirect
 	// or a fenced slot; it doubles per attempt up to MaxRetryBackoff, with
 	// jitter. Defaults 5ms and 200ms.
 	RetryBackoff    time.Duration
 	MaxRetryBackoff time.Duration
+	// FenceWait is how long Do rides through a fenced slot: a store answers
+	// FENCED while a move's last step holds the slot's writes, which lasts
+	// as long as the mover's commit takes (milliseconds, or an etcd leader
+	// election when one is under way). Do retries such a slot, after the
+	// store's hint or the backoff, until FenceWait has passed since the
+	// first FENCED answer of the call, and only then returns ErrSlotFenced;
+	// FENCED answers do not count against MaxAttempts. Default 10s.
+	FenceWait time.Duration
 
 	// ReconnectBackoff is the first wait before reopening a broken watch; it
 	// doubles up to MaxReconnectBackoff, with jitter, and resets after a
@@ -75,7 +84,7 @@ func (o Options) Validate() error {
 		name string
 		v    time.Duration
 	}{
-		{"RetryBackoff", o.RetryBackoff}, {"MaxRetryBackoff", o.MaxRetryBackoff},
+		{"RetryBackoff", o.RetryBackoff}, {"MaxRetryBackoff", o.MaxRetryBackoff}, {"FenceWait", o.FenceWait},
 		{"ReconnectBackoff", o.ReconnectBackoff}, {"MaxReconnectBackoff", o.MaxReconnectBackoff},
 		{"FetchTimeout", o.FetchTimeout}, {"MinFetchInterval", o.MinFetchInterval},
 		{"KeepaliveTime", o.KeepaliveTime}, {"KeepaliveTimeout", o.KeepaliveTimeout},
@@ -110,6 +119,7 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.RetryBackoff, 5*time.Millisecond)
 	def(&o.MaxRetryBackoff, 200*time.Millisecond)
+	def(&o.FenceWait, 10*time.Second)
 	def(&o.ReconnectBackoff, 50*time.Millisecond)
 	def(&o.MaxReconnectBackoff, 5*time.Second)
 	def(&o.FetchTimeout, 5*time.Second)
