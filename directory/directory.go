@@ -167,6 +167,10 @@ type Directory struct {
 	// afterWatchRead, when set (by tests only), runs in Watch between the
 	// read of the table and the start of the etcd watch.
 	afterWatchRead func()
+	// txnHook, when set (by tests only), runs each write's txn: it may run
+	// it or not, now or later, and answer what it likes (an answer lost
+	// after the write, a txn that applies after its writer gave up).
+	txnHook func(ctx context.Context, txn func(context.Context) (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error)
 }
 
 // New returns a Directory for cfg. It does not contact etcd.
@@ -470,10 +474,23 @@ func (d *Directory) commit(ctx context.Context, st *state, m *mutation, changes 
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(d.k.run(p)), ">", 0))
 	}
 	cmps = append(cmps, m.cmps...)
-	tctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	// One attempt is short (writeGroup retries within RequestTimeout): a
+	// request stuck on an etcd member that lost its leadership would
+	// otherwise hold the write, and a fenced slot behind it, for the whole
+	// RequestTimeout while the election takes about a second.
+	tctx, cancel := context.WithTimeout(ctx, d.attemptTimeout())
 	defer cancel()
 	start := time.Now()
-	resp, err := d.cli.Txn(tctx).If(cmps...).Then(ops...).Commit()
+	txn := func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return d.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	}
+	var resp *clientv3.TxnResponse
+	var err error
+	if d.txnHook != nil {
+		resp, err = d.txnHook(tctx, txn)
+	} else {
+		resp, err = txn(tctx)
+	}
 	result := "error"
 	if err == nil {
 		result = map[bool]string{true: "applied", false: "conflict"}[resp.Succeeded]

@@ -2,6 +2,7 @@ package directory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -142,6 +143,16 @@ type pendingChange struct {
 
 // writeGroup applies batch, in order, to the table and writes the result as
 // one txn, retrying lost races; it settles every request of the batch.
+//
+// A txn etcd does not answer in time (a member that lost its leadership,
+// an election under way) is retried on short attempts until RequestTimeout
+// has passed since the group began, so the write lands as soon as etcd has
+// a leader. Such a txn may still apply after it failed: it is kept as
+// unknown, and each fresh read after it checks, by the history entries it
+// would have written, whether it did. At most one txn applies at a version
+// (each compares the version key's revision), so the write is applied
+// once and its callers get its outcome, never the outcome of a retry that
+// found its own effect ("no such move").
 func (d *Directory) writeGroup(ctx context.Context, batch []*groupReq) {
 	settle := func(r *groupReq, v uint64, err error) {
 		r.version, r.err, r.settled = v, err, true
@@ -154,6 +165,12 @@ func (d *Directory) writeGroup(ctx context.Context, batch []*groupReq) {
 			settle(r, 0, fmt.Errorf("%s: %w", r.op, err))
 		}
 	}
+	deadline := time.Now().Add(d.cfg.RequestTimeout)
+	retryable := func(err error) bool {
+		return ctx.Err() == nil && time.Now().Before(deadline) &&
+			(errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded))
+	}
+	var unknown []unknownTxn // txns sent without an answer
 	// Full jitter: concurrent losers spread out instead of colliding again.
 	bo := backoff.Backoff{Initial: 5 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: 1}
 	var st *state
@@ -168,10 +185,38 @@ func (d *Directory) writeGroup(ctx context.Context, batch []*groupReq) {
 		cached := st != nil
 		if !cached {
 			var err error
-			if st, _, err = d.read(ctx); err != nil {
+			rctx, cancel := context.WithTimeout(ctx, d.attemptTimeout())
+			st, _, err = d.read(rctx)
+			cancel()
+			if err != nil {
+				if retryable(err) && backoff.SleepContext(ctx, bo.Next()) {
+					attempt--
+					continue
+				}
 				failAll(err)
 				return
 			}
+			u, ok, err := d.appliedOf(ctx, st.version, unknown)
+			if err != nil {
+				if retryable(err) && backoff.SleepContext(ctx, bo.Next()) {
+					st = nil
+					attempt--
+					continue
+				}
+				failAll(err)
+				return
+			}
+			if ok {
+				d.m.unknownWrites("applied")
+				for i, r := range u.reqs {
+					if !r.settled {
+						settle(r, u.results[i], nil)
+					}
+				}
+				d.auditDone(u.changes)
+				return
+			}
+			unknown = slices.DeleteFunc(unknown, func(u unknownTxn) bool { return st.version > u.base })
 		}
 		st.cached = cached
 		if err := d.checkSchema(st); err != nil {
@@ -239,6 +284,18 @@ func (d *Directory) writeGroup(ctx context.Context, batch []*groupReq) {
 			return
 		}
 		ok, rev, err := d.commit(ctx, st, m, changes)
+		if err != nil && retryable(err) {
+			// No answer: the txn may yet apply. Re-read and find out.
+			d.m.unknownWrites("sent")
+			unknown = append(unknown, unknownTxn{base: base, changes: changes, reqs: reqs, results: results})
+			st = nil
+			attempt-- // not a lost race
+			if !backoff.SleepContext(ctx, bo.Next()) {
+				failAll(ctx.Err())
+				return
+			}
+			continue
+		}
 		if err != nil {
 			failAll(err)
 			return
@@ -253,14 +310,7 @@ func (d *Directory) writeGroup(ctx context.Context, batch []*groupReq) {
 			d.cache.Store(st)
 			d.m.setVersion(v)
 			d.m.grouped(len(changes))
-			for _, c := range changes {
-				if k := auditKindOf(c.change.Kind); k != "" {
-					if c.audit != nil && c.audit.e.Kind == k {
-						c.audit.done.Store(true)
-					}
-					d.audited(k, 1)
-				}
-			}
+			d.auditDone(changes)
 			for i, r := range reqs {
 				if !r.settled {
 					settle(r, results[i], nil)

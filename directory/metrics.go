@@ -14,6 +14,7 @@ type metrics struct {
 	conflicts prometheus.Counter
 	txns      *prometheus.HistogramVec
 	group     prometheus.Histogram
+	unknown   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -39,8 +40,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Changes written per directory transaction (concurrent updates are group-committed).",
 			Buckets: []float64{1, 2, 4, 8, 16},
 		}),
+		unknown: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slotd_directory_unknown_writes_total",
+			Help: "Directory write transactions etcd did not answer in time (outcome sent; the write is re-read and retried), and those found applied afterwards (outcome applied).",
+		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.version, m.conflicts, m.txns, m.group} {
+	for _, c := range []prometheus.Collector{m.version, m.conflicts, m.txns, m.group, m.unknown} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("directory: register metrics: %w", err)
 		}
@@ -51,6 +56,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func (m *metrics) setVersion(v uint64) {
 	if m != nil {
 		m.version.Set(float64(v))
+	}
+}
+
+func (m *metrics) unknownWrites(outcome string) {
+	if m != nil {
+		m.unknown.WithLabelValues(outcome).Inc()
 	}
 }
 
