@@ -333,26 +333,9 @@ func validate(in Input) error {
 	if in.SlotBytes != nil && len(in.SlotBytes) != slots.Count {
 		return fmt.Errorf("%w: sizes for %d slots, want %d", ErrInvalid, len(in.SlotBytes), slots.Count)
 	}
-	seen := make(map[string]bool, len(in.Nodes))
-	active := 0
-	for _, n := range in.Nodes {
-		switch {
-		case n.ID == "":
-			return fmt.Errorf("%w: a node has an empty id", ErrInvalid)
-		case seen[n.ID]:
-			return fmt.Errorf("%w: node %s is listed twice", ErrInvalid, n.ID)
-		case n.Weight <= 0 && n.State == StateActive:
-			return fmt.Errorf("%w: node %s has weight %d; weights must be > 0 (drain a node instead of weighting it 0)", ErrInvalid, n.ID, n.Weight)
-		case n.State != StateActive && n.State != StateDraining && n.State != StateDown:
-			return fmt.Errorf("%w: node %s has state %q; want active, draining or down", ErrInvalid, n.ID, n.State)
-		}
-		seen[n.ID] = true
-		if n.State == StateActive {
-			active++
-		}
-	}
-	if active == 0 {
-		return fmt.Errorf("%w: no active node to hold the slots", ErrInvalid)
+	seen, err := validateNodes(in.Nodes)
+	if err != nil {
+		return err
 	}
 	if _, err := ParseBalanceBy(string(in.BalanceBy)); err != nil {
 		return err
