@@ -67,6 +67,40 @@
 //     tag its hot keys share. The others are balanced over what is left.
 //   - Every move carries a reason in words.
 //
+// # Replica plans
+//
+// ComputeReplicas plans replica sets (docs/replication.md): each slot's
+// primary, in-sync replicas and learners, under a policy of rf (1-5) and
+// min_isr. A plan is ordered single-slot steps: add-learner, join-isr,
+// transfer-primary, remove-replica; moving a replica is add, join, transfer
+// if it is the primary, remove. It is as pure as Compute. Goals, in strict
+// order:
+//
+//  1. Zone veto (rf > 1): no step adds a replica to a zone that holds one
+//     of the slot, so every intermediate set keeps the rule; the primary is
+//     never removed and no step leaves fewer than min_isr in sync.
+//  2. Replica count: min(rf, zones with an active node) live replicas per
+//     slot. A lost zone (its nodes down) leaves its slots under-replicated,
+//     listed with the reason; nothing doubles up elsewhere. Lowering rf
+//     removes replicas, raising it adds learners in zones the slot lacks.
+//  3. Replica balance by weight over active nodes: zone targets capped at
+//     one replica per slot (a lone node in one of rf zones holds every
+//     slot), each shared among its nodes. Draining and down nodes target
+//     zero: their replicas move, replaced in their own zone or one the slot
+//     lacks; a draining primary hands over first, which copies nothing.
+//  4. Primary balance by weight, by transfer only.
+//  5. Requests, from the primaries' load reports: primaries swapped
+//     between nodes that hold both slots, counts unchanged; a slot whose
+//     requests alone exceed its node's band stays and is named.
+//
+// A node or zone within 1% (one replica at least) of its target is left
+// alone, so a fresh bootstrap (ringcompat.InitialReplicas) plans nothing.
+// A slot whose primary is down, or with a step in flight, gets no step. A
+// replica that cannot leave a draining node without breaking the zone
+// rule or min_isr (min_isr = rf forbids replacing one inside its zone)
+// stays, and the plan lists it as blocked. At rf 1 the zone veto is off: a
+// slot has one replica and moves within a zone as it does today.
+//
 // Usage:
 //
 //	p, err := planner.Compute(planner.Input{Version: v, Owners: owners, Nodes: nodes})
@@ -74,4 +108,5 @@
 //	if err := planner.Check(p, current); err != nil { // the table moved on: re-plan
 //		...
 //	}
+//	rp, err := planner.ComputeReplicas(planner.ReplicaInput{Sets: sets, Nodes: nodes, RF: 3, MinISR: 2})
 package planner

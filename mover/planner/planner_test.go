@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -262,41 +261,20 @@ func TestCheck(t *testing.T) {
 // with the expected output below each file's "----" line. Run with -rewrite
 // to regenerate the expected output after a deliberate change.
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			raw, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			input, expected, _ := strings.Cut(string(raw), "----\n")
-			in := parseScenario(t, input)
-			p, err := Compute(in)
-			var got string
-			switch {
-			case err != nil:
-				got = "error: " + err.Error() + "\n"
-			case p.BalanceBy != BalanceSlots:
-				checkLoadPlan(t, in, p)
-				got = summarizeLoad(p)
-			default:
-				checkPlan(t, in, p)
-				got = summarize(p)
-			}
-			if *rewrite {
-				if err := os.WriteFile(f, []byte(input+"----\n"+got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if got != expected {
-				t.Fatalf("output differs (run with -rewrite if intended)\n--- got\n%s--- want\n%s", got, expected)
-			}
-		})
-	}
+	runScenarios(t, filepath.Join("testdata", "*.txt"), func(t *testing.T, input string) string {
+		in := parseScenario(t, input)
+		p, err := Compute(in)
+		switch {
+		case err != nil:
+			return "error: " + err.Error() + "\n"
+		case p.BalanceBy != BalanceSlots:
+			checkLoadPlan(t, in, p)
+			return summarizeLoad(p)
+		default:
+			checkPlan(t, in, p)
+			return summarize(p)
+		}
+	})
 }
 
 // parseScenario reads lines:

@@ -172,6 +172,7 @@ func (rp *replicaPlanner) grow() {
 // zone's node furthest below, each time the slot a donor gives cheapest
 // that does not hold the receiving zone.
 func (rp *replicaPlanner) balanceZones() {
+	failed := map[[2]int]bool{} // donor and zone with no slot to give it: not tried again
 	for {
 		var over, under []int
 		for z := range rp.zones {
@@ -193,7 +194,7 @@ func (rp *replicaPlanner) balanceZones() {
 			y := rp.bestIn(zu, &dset{})
 			for _, zo := range over {
 				for _, x := range rp.donors(zo) {
-					if !outside(rp.zcount[zo], rp.ztarget[zo]) && !outside(rp.zcount[zu], rp.ztarget[zu]) &&
+					if failed[[2]int{x, zu}] || !outside(rp.zcount[zo], rp.ztarget[zo]) && !outside(rp.zcount[zu], rp.ztarget[zu]) &&
 						!outside(rp.count[x], rp.target[x]) && !outside(rp.count[y], rp.target[y]) {
 						continue
 					}
@@ -207,6 +208,7 @@ func (rp *replicaPlanner) balanceZones() {
 					if moved {
 						break pairs
 					}
+					failed[[2]int{x, zu}] = true
 				}
 			}
 		}
@@ -220,6 +222,7 @@ func (rp *replicaPlanner) balanceZones() {
 // target to nodes below it: a replica replaced in its own zone keeps the
 // zone rule whatever the slot holds.
 func (rp *replicaPlanner) balanceNodes() {
+	failed := map[[2]int]bool{} // donor and recipient with no slot to move: not tried again
 	for z := range rp.zones {
 		for {
 			var recipients []int
@@ -235,7 +238,7 @@ func (rp *replicaPlanner) balanceNodes() {
 		pairs:
 			for _, y := range recipients {
 				for _, x := range rp.donors(z) {
-					if !outside(rp.count[x], rp.target[x]) && !outside(rp.count[y], rp.target[y]) {
+					if failed[[2]int{x, y}] || !outside(rp.count[x], rp.target[x]) && !outside(rp.count[y], rp.target[y]) {
 						continue
 					}
 					for rp.count[x] > rp.target[x] && rp.count[y] < rp.target[y] && rp.move(x, y, func() (string, string) {
@@ -246,6 +249,7 @@ func (rp *replicaPlanner) balanceNodes() {
 					if moved {
 						break pairs
 					}
+					failed[[2]int{x, y}] = true
 				}
 			}
 			if !moved {
@@ -270,17 +274,49 @@ func (rp *replicaPlanner) donors(z int) []int {
 	return out
 }
 
-// move moves one of x's replicas to y: the first slot in x's list (not the
+// move moves one of x's replicas to y: a slot whose replica on y the plan
+// removes if there is one, else the first slot in x's list (not the
 // primary's first, cheapest first) that y can join under the zone rule and
 // whose steps exist. why gives the reasons for x and y.
 func (rp *replicaPlanner) move(x, y int, why func() (string, string)) bool {
 	whyX, whyY := why()
+	whyX += "; " + rp.id(y) + " takes the replica"
+	whyY += "; takes the replica of " + rp.id(x)
 	// A slot whose replica on y the plan removes takes y back without a
 	// copy: those first.
-	if rp.dropped[y] > 0 && rp.moveSome(x, y, whyX, whyY, func(s int) bool { return rp.inCur(s, y) }) {
-		return true
+	back := rp.droppedOf[y]
+	for k := 0; k < len(back); k++ {
+		s := back[k]
+		if rp.want[s].has(y) {
+			back = slices.Delete(back, k, k+1) // y is back in its set
+			k--
+			continue
+		}
+		if rp.want[s].has(x) && rp.want[s].primary != x && rp.moveSlot(s, x, y, whyX, whyY) {
+			rp.droppedOf[y] = back
+			return true
+		}
 	}
-	return rp.moveSome(x, y, whyX, whyY, nil)
+	rp.droppedOf[y] = back
+	// Then x's slots in order, from where the last search for y's zone
+	// stopped: the slots before it hold that zone, or gave x's replica away.
+	list := rp.slotsOf[x]
+	at := [2]int{x, rp.zone[y]}
+	for k := max(rp.head[x], rp.cursor[at]); k < len(list); k++ {
+		s := list[k]
+		if !rp.want[s].has(x) {
+			if k == rp.head[x] {
+				rp.head[x]++
+			}
+			continue
+		}
+		if rp.moveSlot(s, x, y, whyX, whyY) {
+			rp.cursor[at] = k
+			return true
+		}
+	}
+	rp.cursor[at] = len(list)
+	return false
 }
 
 // inCur reports whether node n holds a replica of slot s now.
@@ -288,32 +324,20 @@ func (rp *replicaPlanner) inCur(s, n int) bool {
 	return slices.Contains(rp.cur[s].isr, n) || slices.Contains(rp.cur[s].learners, n)
 }
 
-// moveSome is move over the slots of x that only accepts (nil: all).
-func (rp *replicaPlanner) moveSome(x, y int, whyX, whyY string, only func(int) bool) bool {
-	list := rp.slotsOf[x]
-	for k := rp.head[x]; k < len(list); k++ {
-		s := list[k]
-		d := &rp.want[s]
-		if !d.has(x) {
-			if k == rp.head[x] {
-				rp.head[x]++
-			}
-			continue
-		}
-		if rp.fixed[s] || d.has(y) || (rp.veto && rp.holdsZone(d, rp.zone[y], x)) || (only != nil && !only(s)) {
-			continue
-		}
-		nd := d.clone()
-		nd.without(x)
-		nd.with(y)
-		nd.say(x, whyX+"; "+rp.id(y)+" takes the replica")
-		nd.say(y, whyY+"; takes the replica of "+rp.id(x))
-		nd.class = min(nd.class, classBalance)
-		if rp.commit(s, nd) {
-			return true
-		}
+// moveSlot moves slot s's replica from x to y if y may join under the zone
+// rule and the slot's steps exist.
+func (rp *replicaPlanner) moveSlot(s, x, y int, whyX, whyY string) bool {
+	d := &rp.want[s]
+	if rp.fixed[s] || d.has(y) || (rp.veto && rp.holdsZone(d, rp.zone[y], x)) {
+		return false
 	}
-	return false
+	nd := d.clone()
+	nd.without(x)
+	nd.with(y)
+	nd.say(x, whyX)
+	nd.say(y, whyY)
+	nd.class = min(nd.class, classBalance)
+	return rp.commit(s, nd)
 }
 
 func abs(x int) int { return max(x, -x) }

@@ -27,8 +27,8 @@ func bootstrapSets(nodes []Node, rf int) ([]ReplicaSet, error) {
 
 // applySteps runs p's steps over in.Sets the way the executor would, and
 // returns the sets at the end, or an error naming the first step that
-// breaks a rule: a step that does not fit the set it runs on, two replicas
-// of a slot in one zone (rf > 1) after any step, the primary removed, an
+// breaks a rule: a step that does not fit the set it runs on, a second
+// replica of a slot in a zone (rf > 1), the primary removed, an
 // ISR below min_isr, a step on a busy slot or onto a node that is not
 // active. It is written apart from the planner so it checks it.
 func applySteps(in ReplicaInput, p *ReplicaPlan) ([]ReplicaSet, error) {
@@ -59,6 +59,12 @@ func applySteps(in ReplicaInput, p *ReplicaPlan) ([]ReplicaSet, error) {
 			}
 			if nodes[st.Node].State != StateActive {
 				return nil, fail("onto a node that is %s", nodes[st.Node].State)
+			}
+			// Only an add puts a replica in a zone: checking it here keeps
+			// every set from a valid start valid, and lets a start that
+			// already breaks the rule be repaired.
+			if z := nodes[st.Node].Zone; in.RF > 1 && slices.ContainsFunc(slices.Concat(set.ISR, set.Learners), func(m string) bool { return nodes[m].Zone == z }) {
+				return nil, fail("a second replica in zone %s: %v", z, set)
 			}
 			set.Learners = append(set.Learners, st.Node)
 		case StepJoinISR:
@@ -91,19 +97,6 @@ func applySteps(in ReplicaInput, p *ReplicaPlan) ([]ReplicaSet, error) {
 			}
 		default:
 			return nil, fail("unknown kind")
-		}
-		if in.RF > 1 {
-			zones := map[string]string{}
-			for _, m := range slices.Concat(set.ISR, set.Learners) {
-				z := nodes[m].Zone
-				if z == "" {
-					z = "node " + m
-				}
-				if o, ok := zones[z]; ok {
-					return nil, fail("two replicas in zone %s: %s and %s", z, o, m)
-				}
-				zones[z] = m
-			}
 		}
 	}
 	return sets, nil

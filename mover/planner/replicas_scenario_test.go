@@ -19,7 +19,24 @@ import (
 // change. Every plan is also applied step by step (applySteps), so a
 // scenario fails on a broken rule whatever its expected text says.
 func TestReplicaScenarios(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "replicas", "*.txt"))
+	runScenarios(t, filepath.Join("testdata", "replicas", "*.txt"), func(t *testing.T, input string) string {
+		in, show := parseReplicaScenario(t, input)
+		p, err := ComputeReplicas(in)
+		if err != nil {
+			return "error: " + err.Error() + "\n"
+		}
+		if _, err := applySteps(in, p); err != nil {
+			t.Fatal(err)
+		}
+		return summarizeReplicas(p, show)
+	})
+}
+
+// runScenarios runs each file matching glob: the text above its "----" line
+// is the input, below it the output run gives for it; -rewrite writes what
+// run gives instead of comparing.
+func runScenarios(t *testing.T, glob string, run func(t *testing.T, input string) string) {
+	files, err := filepath.Glob(glob)
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios: %v", err)
 	}
@@ -30,17 +47,7 @@ func TestReplicaScenarios(t *testing.T) {
 				t.Fatal(err)
 			}
 			input, expected, _ := strings.Cut(string(raw), "----\n")
-			in, show := parseReplicaScenario(t, input)
-			var got string
-			p, err := ComputeReplicas(in)
-			if err != nil {
-				got = "error: " + err.Error() + "\n"
-			} else {
-				if _, err := applySteps(in, p); err != nil {
-					t.Fatal(err)
-				}
-				got = summarizeReplicas(p, show)
-			}
+			got := run(t, input)
 			if *rewrite {
 				if err := os.WriteFile(f, []byte(input+"----\n"+got), 0o644); err != nil {
 					t.Fatal(err)

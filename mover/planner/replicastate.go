@@ -98,12 +98,13 @@ type replicaPlanner struct {
 	want  []dset
 	fixed []bool // busy, or a down primary: no step
 
-	count, target   []int // replicas per node (every slot), target
-	zcount, ztarget []int // replicas per zone on active nodes, target
-	prim, ptarget   []int // primaries per node, target
-	dropped         []int // replicas each node holds now that the plan removes
+	count, target   []int   // replicas per node (every slot), target
+	zcount, ztarget []int   // replicas per zone on active nodes, target
+	prim, ptarget   []int   // primaries per node, target
+	droppedOf       [][]int // slots whose replica on the node the plan removes (may be stale)
 	slotsOf         [][]int
-	head            []int // slotsOf[n][:head[n]] no longer hold n
+	cursor          map[[2]int]int // by node and zone: where move's last search stopped
+	head            []int          // slotsOf[n][:head[n]] no longer hold n
 	ops             []float64
 	hot             []HotSpot
 }
@@ -155,7 +156,8 @@ func (rp *replicaPlanner) readSets() error {
 	n := len(rp.nodes)
 	rp.cur, rp.want, rp.fixed = make([]curSet, slots.Count), make([]dset, slots.Count), make([]bool, slots.Count)
 	rp.count, rp.prim, rp.zcount = make([]int, n), make([]int, n), make([]int, len(rp.zones))
-	rp.slotsOf, rp.head, rp.dropped = make([][]int, n), make([]int, n), make([]int, n)
+	rp.slotsOf, rp.head, rp.droppedOf = make([][]int, n), make([]int, n), make([][]int, n)
+	rp.cursor = map[[2]int]int{}
 	lookup := func(s int, ids []string) ([]int, error) {
 		out := make([]int, len(ids))
 		for k, id := range ids {
@@ -241,7 +243,7 @@ func (rp *replicaPlanner) commit(s int, d dset) bool {
 	for _, m := range old.members {
 		if !d.has(m) {
 			if rp.inCur(s, m) {
-				rp.dropped[m]++
+				rp.droppedOf[m] = append(rp.droppedOf[m], s)
 			}
 			rp.count[m]--
 			if rp.active[m] {
@@ -251,9 +253,6 @@ func (rp *replicaPlanner) commit(s int, d dset) bool {
 	}
 	for _, m := range d.members {
 		if !old.has(m) {
-			if rp.inCur(s, m) {
-				rp.dropped[m]--
-			}
 			rp.count[m]++
 			if rp.active[m] {
 				rp.zcount[rp.zone[m]]++
