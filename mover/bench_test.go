@@ -39,12 +39,14 @@ func benchCluster(b *testing.B) (*cluster, *Executor) {
 	return c, e
 }
 
-// moveOnce runs one move of slot from -> to end to end (begin, copy,
+// moveOnce runs one move of slot from n1 to n2 end to end (begin, copy,
 // catch-up, fence, drain, commit) and returns its duration and the
 // cutover pause (fence to commit). The stores' clients come from the
-// watched table, as the executor's do (runMove reads no table either);
-// the source's export starts alongside the begin, as in runMove.
-func moveOnce(ctx context.Context, b *testing.B, c *cluster, e *Executor, slot slots.Slot, from, to string) (total, cutover time.Duration, res Result) {
+// watched table, as the executor's do (a running move reads no table
+// either); the source's export starts alongside the begin, as in
+// runningMove.run.
+func moveOnce(b *testing.B, c *cluster, e *Executor, slot slots.Slot) (total, cutover time.Duration, res Result) {
+	ctx, from, to := c.ctx, "n1", "n2"
 	src, dst, err := e.endpoints(c.m.snap.Load(), from, to)
 	if err != nil {
 		b.Fatal(err)
@@ -68,7 +70,7 @@ func moveOnce(ctx context.Context, b *testing.B, c *cluster, e *Executor, slot s
 		b.Fatal(err)
 	}
 	total = time.Since(start)
-	e.committed(*mv, src, res)
+	(&runningMove{e: e, mv: *mv, src: src}).committed(res)
 	return total, j.committedAt.Sub(fencedAt), res
 }
 
@@ -104,7 +106,7 @@ func BenchmarkEmptySlotMove(b *testing.B) {
 		if i >= len(todo) {
 			b.Fatal("out of slots")
 		}
-		tot, cut, _ := moveOnce(c.ctx, b, c, e, todo[i], "n1", "n2")
+		tot, cut, _ := moveOnce(b, c, e, todo[i])
 		totals = append(totals, tot)
 		cutovers = append(cutovers, cut)
 		i++
@@ -159,7 +161,7 @@ func BenchmarkMoveThroughput(b *testing.B) {
 				fillSlot(b, c.nodes["n1"], slot, tc.keys, tc.size)
 				b.StartTimer()
 				cpu0 := processCPU()
-				tot, cu, res := moveOnce(c.ctx, b, c, e, slot, "n1", "n2")
+				tot, cu, res := moveOnce(b, c, e, slot)
 				cpu += processCPU() - cpu0
 				secs += tot.Seconds()
 				bytes += float64(res.Bytes)

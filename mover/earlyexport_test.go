@@ -35,7 +35,7 @@ func TestEarlyExportOfMoveNotBegun(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The executor holds the plan as applying...
-	if err := e.refreshPlans(c.ctx); err != nil {
+	if err := e.plans.refresh(c.ctx); err != nil {
 		t.Fatal(err)
 	}
 	// ...when its run key goes, the record unchanged (nothing notifies it).

@@ -9,7 +9,7 @@ import (
 // planGuard applies an operator's pause and cancel to the moves of a plan
 // in flight. New moves are stopped by the directory: a pause or cancel
 // deletes the plan's run key in the transaction that stores the new
-// state, and every BeginMove compares it. The guard halts the scheduler's
+// state, and every BeginMove compares it. The guard halts the plan's
 // window and, when the plan stops with abort requested (cancel, or pause
 // --abort), aborts the moves in flight not yet fencing (a fenced move is
 // finished: quicker, and as safe).

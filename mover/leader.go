@@ -117,13 +117,14 @@ type MoveProgress struct {
 
 // Executor runs plans while it holds the cluster's mover leadership: a
 // window of up to Parallelism moves, of which each donor copies at most
-// one slot holding data at a time (scheduler.go). Every slotd runs one;
+// one slot holding data at a time (window.go). Every slotd runs one;
 // exactly one leads. Safe for concurrent use.
 //
-// Its rooms: leader.go (election, the parts a leader runs, the throttle),
-// scheduler.go (which move runs next), move.go (one move from begin to
-// commit or abort), guard.go (pause and cancel of moves in flight),
-// cleanup.go (store clean-up after a move).
+// Its parts: the election, the parts a leader runs and the throttle
+// (leader.go); the plan loop, which decides what runs next (planloop.go),
+// on the plans its planBook keeps (planbook.go); the window of moves in
+// flight (window.go); each move a runningMove (move.go, abort.go); the
+// plan's guard (guard.go); the store clean-ups after a move (cleanup.go).
 type Executor struct {
 	cfg   ExecutorConfig
 	dir   *directory.Directory
@@ -143,7 +144,8 @@ type Executor struct {
 	term    atomic.Uint64
 	leadCtx atomic.Pointer[context.Context]
 
-	sched scheduler
+	plans *planBook   // the plans run, as last read
+	gates *donorGates // one data copy per donor at a time
 
 	mu       sync.Mutex               // guards inflight
 	inflight map[string]*MoveProgress // by move id
@@ -192,7 +194,8 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 	e := &Executor{cfg: cfg, dir: cfg.Directory, ctl: cfg.Control, lg: lg, m: newMetrics(cfg.Registerer),
 		clean: newCleaner(cfg.Stores, lg), wake: make(chan struct{}, 1), inflight: map[string]*MoveProgress{}}
 	e.throttle.Store(-1)
-	e.sched.init()
+	e.plans = newPlanBook(cfg.Control, cfg.Directory, lg, e.m)
+	e.gates = newDonorGates()
 	// While it leads, the table it watches spares the control's `slotctl
 	// move` a read of the whole table (Control.table checks its version).
 	cfg.Control.watched.Store(&e.latest)
@@ -293,14 +296,14 @@ func (e *Executor) campaign(ctx context.Context) error {
 }
 
 // lead runs the leader's parts until ctx ends. Shutdown order: ctx
-// cancellation stops, in any order, 1. the scheduler (a move in flight is
+// cancellation stops, in any order, 1. the plan loop (a move in flight is
 // left in its recorded phase for the next leader), 2. the watches, 3. the
 // clean-ups (the stores' reconciliation is the guarantee), 4. liveness,
 // 5. the LeaderParts; errgroup waits for all of them.
 func (e *Executor) lead(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	e.latest.Store(nil)
-	e.sched.newTerm()
+	e.plans.newTerm()
 	e.term.Add(1)
 	e.leadCtx.Store(&gctx)
 	defer e.leadCtx.Store(nil)

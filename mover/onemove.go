@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 
 	slotdv1 "github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/directory"
@@ -63,13 +61,9 @@ func (e *Executor) beginOneMove(ctx context.Context, p *Plan, data []byte, snap 
 		return err
 	}
 	id := moveID(p.ID, 0)
-	s := &e.sched
 	// Counted before the write: its watch event may come before the
 	// answer.
-	s.staleMu.Lock()
-	s.selfWrites[p.ID]++
-	s.beginning[p.ID] = true
-	s.staleMu.Unlock()
+	e.plans.beginPlan(p.ID)
 	early, stop := startEarlyExport(*lctx, src.c, &slotdv1.ExportRequest{Slot: uint32(pm.Slot), MoveId: id, RateBytesPerSecond: wireRate(e.rate(ctx))})
 	mv, err := e.dir.CreatePlanMove(ctx, directory.PlanMove{
 		Spec: directory.MoveSpec{Slot: slot, From: pm.From, To: pm.To, MoveID: id, PlanID: p.ID, Index: 0,
@@ -79,19 +73,11 @@ func (e *Executor) beginOneMove(ctx context.Context, p *Plan, data []byte, snap 
 	if err != nil {
 		e.retireEarly(ctx, early, src.addr, slot, id)
 		// The write may have happened: the plan loop reads the plan.
-		s.staleMu.Lock()
-		s.selfWrites[p.ID] = 0
-		s.stale[p.ID] = true
-		delete(s.beginning, p.ID)
-		s.staleMu.Unlock()
+		e.plans.notBegun(p.ID)
 		e.notify()
 		return err
 	}
-	s.staleMu.Lock()
-	s.handed = append(s.handed, p)
-	s.handoffs[id] = &handoff{term: term, mv: *mv, early: early, stop: stop}
-	delete(s.beginning, p.ID)
-	s.staleMu.Unlock()
+	e.plans.handOver(p, id, &handoff{term: term, mv: *mv, early: early, stop: stop})
 	e.notify()
 	return nil
 }
@@ -109,61 +95,4 @@ func (e *Executor) retireEarly(ctx context.Context, early slotdv1.StoreClient, a
 		e.lg.Debug("early export not ended in order; leaving it to the cleaner", "node", addr, "slot", slot.Int(), "move", id, "err", err)
 		e.clean.add(cleanup{addr: addr, slot: slot, moveID: id})
 	}
-}
-
-// beginningNow returns the plans whose transaction is in flight.
-func (s *scheduler) beginningNow() map[string]bool {
-	s.staleMu.Lock()
-	defer s.staleMu.Unlock()
-	if len(s.beginning) == 0 {
-		return nil
-	}
-	return maps.Clone(s.beginning)
-}
-
-// takeHandoff returns the move id handed over in this term, once, or nil.
-func (s *scheduler) takeHandoff(id string, term uint64) *handoff {
-	s.staleMu.Lock()
-	defer s.staleMu.Unlock()
-	h := s.handoffs[id]
-	if h == nil {
-		return nil
-	}
-	delete(s.handoffs, id)
-	if h.term != term {
-		h.stop()
-		return nil
-	}
-	return h
-}
-
-// dropHandoffs ends the early exports of moves handed over that no
-// applying plan will take (keep says which plans will), or all of them.
-func (s *scheduler) dropHandoffs(keep func(planID string) bool) {
-	s.staleMu.Lock()
-	defer s.staleMu.Unlock()
-	for id, h := range s.handoffs {
-		if keep == nil || !keep(h.mv.PlanID) {
-			h.stop()
-			delete(s.handoffs, id)
-		}
-	}
-}
-
-// takeHanded adds the plans handed over since the last call to plans
-// (which the plan loop owns), unless they are there already.
-func (s *scheduler) takeHanded(plans []*Plan) []*Plan {
-	s.staleMu.Lock()
-	handed := s.handed
-	s.handed = nil
-	s.staleMu.Unlock()
-	for _, p := range handed {
-		if !slices.ContainsFunc(plans, func(q *Plan) bool { return q.ID == p.ID }) {
-			plans = append(plans, p)
-		}
-	}
-	if len(handed) > 0 {
-		slices.SortStableFunc(plans, func(a, b *Plan) int { return a.Created.Compare(b.Created) })
-	}
-	return plans
 }

@@ -1,18 +1,15 @@
 package mover
 
-// How a transfer's errors are told apart (retryable or not, gone), and the abort of a move.
+// How a transfer's errors are told apart: retryable or not, gone.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	slotdv1 "github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/directory"
-	"github.com/slotd/slotd/slots"
 )
 
 // classify wraps a store error, turning the codes that mean "the capture
@@ -51,25 +48,6 @@ func Retryable(err error) bool {
 		}
 	}
 	return false
-}
-
-// Abort undoes a move that did not commit: the source is unfenced and stops
-// capturing, and the target drops its partial copy. The source must be
-// reachable: a fenced source that cannot be unfenced would refuse writes
-// forever, so the caller retries Abort until it succeeds before it records
-// the abort in the directory. The target's drop is best effort.
-func Abort(ctx context.Context, slot slots.Slot, moveID string, source, target slotdv1.StoreClient) (targetErr error, err error) {
-	s := uint32(slot.Int())
-	if _, err := source.Unfence(ctx, &slotdv1.UnfenceRequest{Slot: s, MoveId: moveID}); err != nil {
-		return nil, fmt.Errorf("unfence source: %w", err)
-	}
-	if _, err := source.EndCapture(ctx, &slotdv1.EndCaptureRequest{Slot: s, MoveId: moveID}); err != nil && status.Code(err) != codes.NotFound && status.Code(err) != codes.FailedPrecondition {
-		return nil, fmt.Errorf("end capture on source: %w", err)
-	}
-	if _, err := target.DropSlot(ctx, &slotdv1.DropSlotRequest{Slot: s, MoveId: moveID}); err != nil {
-		return fmt.Errorf("drop partial copy on target: %w", err), nil
-	}
-	return nil, nil
 }
 
 // isGone reports a store answer meaning the thing to clean up is not there.
