@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,24 +26,15 @@ import (
 // DefaultBalancerTick is how often the balancer decides.
 const DefaultBalancerTick = 5 * time.Second
 
-// AutoLoad is the measured load the balancer balances by: the ratio of
-// each node's load to its fair share, per dimension, for the nodes whose
-// load is known. A node that has not reported is unknown (never zero).
-type AutoLoad interface {
-	// AutoRatios returns the measured ratios of snap's active nodes for
-	// dimension ("bytes" or "ops"), and which nodes reported at all.
-	AutoRatios(snap *directory.Snapshot, dimension string) (ratios []AutoRatio, reported map[string]bool)
-}
-
 // BalancerConfig configures a Balancer.
 type BalancerConfig struct {
 	Directory *directory.Directory // required
 	Control   *Control             // required
 	// Name is this slotd's name, recorded in the state status shows.
 	Name string
-	// Load is the measured load; nil balances by slot counts (and a
-	// policy asking for bytes or ops falls back to them, saying so).
-	Load AutoLoad
+	// Load is the nodes' measured load; nil balances by slot counts (and
+	// a policy asking for bytes or ops falls back to them, saying so).
+	Load LoadSource
 	// Tick is how often it decides; default DefaultBalancerTick.
 	Tick time.Duration
 	// Now is the clock; default time.Now.
@@ -130,7 +123,7 @@ func (b *Balancer) Tick(ctx context.Context) (AutoDecision, error) {
 		if err != nil {
 			return AutoDecision{}, err
 		}
-		in.Nodes, in.Ratios = b.view(snap, pol.BalanceBy)
+		in.Nodes, in.Ratios = b.view(snap, pol.BalanceBy, now)
 	}
 	d := Decide(in)
 	b.imbalancedSince = d.ImbalancedSince
@@ -180,7 +173,7 @@ func (b *Balancer) Tick(ctx context.Context) (AutoDecision, error) {
 // view returns the nodes and the ratios Decide looks at: measured ratios
 // of the policy's dimensions when the load is known, else slot counts over
 // each active node's weighted share.
-func (b *Balancer) view(snap *directory.Snapshot, by string) ([]AutoNode, []AutoRatio) {
+func (b *Balancer) view(snap *directory.Snapshot, by string, now time.Time) ([]AutoNode, []AutoRatio) {
 	counts := snap.Counts()
 	var dims []string
 	switch by {
@@ -191,13 +184,13 @@ func (b *Balancer) view(snap *directory.Snapshot, by string) ([]AutoNode, []Auto
 	}
 	var ratios []AutoRatio
 	reported := map[string]bool{}
-	if b.cfg.Load != nil {
+	if b.cfg.Load != nil && len(dims) > 0 {
+		loads := b.cfg.Load.NodeLoads(now)
+		for id := range loads {
+			reported[id] = true
+		}
 		for _, dim := range dims {
-			rs, rep := b.cfg.Load.AutoRatios(snap, dim)
-			ratios = append(ratios, rs...)
-			for id, ok := range rep {
-				reported[id] = reported[id] || ok
-			}
+			ratios = append(ratios, loadRatios(snap.Nodes, loads, dim)...)
 		}
 	}
 	nodes := make([]AutoNode, 0, len(snap.Nodes))
@@ -211,6 +204,56 @@ func (b *Balancer) view(snap *directory.Snapshot, by string) ([]AutoNode, []Auto
 		ratios = slotRatios(snap, counts)
 	}
 	return nodes, ratios
+}
+
+// loadRatios returns the measured ratio in dimension dim ("bytes" or
+// "ops") of every active node of nodes whose load is known (in loads): its
+// load over its fair share, which is its weight over the weight of the
+// active nodes of known load, times the load of every node of known load
+// (a draining node's load must go somewhere). 1 is balanced for any
+// weights; when the known nodes hold none of dim at all, every active one
+// is balanced.
+func loadRatios(nodes []directory.Node, loads map[string]planner.NodeLoad, dim string) []AutoRatio {
+	if dim != "bytes" && dim != "ops" {
+		return nil
+	}
+	active := map[string]int{} // weight of each active node
+	for _, n := range nodes {
+		if n.State == directory.NodeActive {
+			active[n.ID] = n.Weight
+		}
+	}
+	ids := slices.Sorted(maps.Keys(loads))
+	value := make(map[string]float64, len(ids))
+	var total, weight float64
+	for _, id := range ids {
+		var bytes, reads, writes float64
+		for _, s := range loads[id].Slots {
+			bytes += s.Bytes
+			reads += s.Reads
+			writes += s.Writes
+		}
+		v := bytes
+		if dim == "ops" {
+			v = reads + writes
+		}
+		value[id] = v
+		total += v
+		weight += float64(active[id])
+	}
+	var out []AutoRatio
+	for _, id := range ids {
+		w := active[id]
+		if w <= 0 {
+			continue // not active, or no share
+		}
+		r := 1.0 // nothing to balance: every share is zero
+		if fair := float64(w) / weight * total; fair > 0 {
+			r = value[id] / fair
+		}
+		out = append(out, AutoRatio{Node: id, Dimension: dim, Ratio: r})
+	}
+	return out
 }
 
 // slotRatios are the active nodes' slot counts over their weighted share.

@@ -159,7 +159,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		// The automatic balancer, a part of the mover's leader: it runs only
 		// while this slotd leads, with the leader's context.
 		bal, err := mover.NewBalancer(mover.BalancerConfig{
-			Directory: s.dir, Control: ctl, Name: cfg.Name, Tick: cfg.BalancerTick, Load: autoLoad{agg: s.load, now: time.Now}, Logger: lg, Registerer: s.reg,
+			Directory: s.dir, Control: ctl, Name: cfg.Name, Tick: cfg.BalancerTick, Load: s.load, Logger: lg, Registerer: s.reg,
 		})
 		if err != nil {
 			return nil, err
