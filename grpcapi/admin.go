@@ -133,14 +133,7 @@ func (s *AdminServer) SubmitPlan(ctx context.Context, req *slotdv1.SubmitPlanReq
 	if req.GetPlan() == nil {
 		return nil, invalid("submit plan: no plan; pass the plan file's plan")
 	}
-	file := PlanFromProto(req.GetPlan())
-	if err := mover.ValidatePlan(file); err != nil {
-		return nil, toStatus(fmt.Errorf("%w: %w", errPlanFile, err))
-	}
-	if err := s.checkPlanFile(ctx, file); err != nil {
-		return nil, toStatus(err)
-	}
-	p, err := s.ctl.Submit(ctx, file, s.operator(ctx, req.GetOperator()))
+	p, err := s.ctl.Submit(ctx, PlanFromProto(req.GetPlan()), s.operator(ctx, req.GetOperator()))
 	if err != nil {
 		return nil, toStatus(err)
 	}

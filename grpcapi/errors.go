@@ -26,7 +26,7 @@ var codeOf = []struct {
 	{directory.ErrInvalid, codes.InvalidArgument},
 	{mover.ErrInvalid, codes.InvalidArgument},
 	{mover.ErrBadPlan, codes.InvalidArgument},
-	{errPlanFile, codes.InvalidArgument},
+	{mover.ErrPlanFile, codes.InvalidArgument},
 	{directory.ErrNotFound, codes.NotFound},
 	{directory.ErrLeaseExpired, codes.NotFound},
 	{mover.ErrNotFound, codes.NotFound},

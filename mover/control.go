@@ -267,60 +267,6 @@ func (c *Control) Propose(ctx context.Context, req PlanRequest) (*Plan, error) {
 	return p, nil
 }
 
-// Submit stores a plan from a plan file as proposed, after checking that it
-// is well formed and still fits the table. The moves are taken as given.
-func (c *Control) Submit(ctx context.Context, p *Plan, operator string) (*Plan, error) {
-	if err := ValidatePlan(p); err != nil {
-		return nil, err
-	}
-	q := *p
-	q.Moves = slices.Clone(p.Moves)
-	for i := range q.Moves {
-		q.Moves[i].Status, q.Moves[i].MoveID, q.Moves[i].Error, q.Moves[i].Copied = MovePending, "", "", 0
-		q.Moves[i].Started, q.Moves[i].Finished = time.Time{}, time.Time{}
-	}
-	q.State, q.Operator, q.Error, q.RolledBackBy, q.AbortCurrent = StateProposed, operator, "", "", false
-	q.Created, q.Updated = c.now().UTC(), c.now().UTC()
-	if err := c.store(ctx, &q); err != nil {
-		return nil, err
-	}
-	return &q, nil
-}
-
-// ValidatePlan checks a plan from outside (a plan file): ids, slots in
-// range, each slot at most once, source and target different. It says
-// what is wrong with the first bad move.
-func ValidatePlan(p *Plan) error {
-	if p == nil || p.ID == "" {
-		return fmt.Errorf("%w: plan has no id", ErrInvalid)
-	}
-	if len(p.Moves) > slots.Count {
-		return fmt.Errorf("%w: plan %s has %d moves, more than %d slots", ErrInvalid, p.ID, len(p.Moves), slots.Count)
-	}
-	seen := make(map[int]bool, len(p.Moves))
-	for i, m := range p.Moves {
-		switch {
-		case m.Slot < 0 || m.Slot >= slots.Count:
-			return fmt.Errorf("%w: plan %s move %d: slot %d out of range 0-%d", ErrInvalid, p.ID, i, m.Slot, slots.Count-1)
-		case seen[m.Slot]:
-			return fmt.Errorf("%w: plan %s move %d: slot %d moved twice", ErrInvalid, p.ID, i, m.Slot)
-		case m.From == "" || m.To == "":
-			return fmt.Errorf("%w: plan %s move %d: slot %d needs both from and to", ErrInvalid, p.ID, i, m.Slot)
-		case m.From == m.To:
-			return fmt.Errorf("%w: plan %s move %d: slot %d moves from %s to itself", ErrInvalid, p.ID, i, m.Slot, m.From)
-		case m.Bytes < 0:
-			return fmt.Errorf("%w: plan %s move %d: negative size", ErrInvalid, p.ID, i)
-		}
-		seen[m.Slot] = true
-	}
-	for _, n := range p.Edits.Add {
-		if n.ID == "" || n.Addr == "" || n.Weight < 0 {
-			return fmt.Errorf("%w: plan %s adds node %q: needs an id, an address and a weight >= 0", ErrInvalid, p.ID, n.ID)
-		}
-	}
-	return nil
-}
-
 // Apply starts a proposed plan: it checks the plan still fits the table,
 // makes its node edits and marks it applying; the executor takes it from
 // there. One plan at a time.
