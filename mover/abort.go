@@ -43,7 +43,7 @@ func (m *runningMove) abort(ctx context.Context, reason string, status MoveStatu
 	}
 	b := e.backoff()
 	for {
-		targetErr, err := Abort(ctx, mv.Slot, mv.MoveID, src.c, dst.c)
+		targetErr, err := abortOnStores(ctx, mv.Slot, mv.MoveID, src.c, dst.c)
 		if err == nil {
 			if targetErr != nil {
 				e.clean.add(cleanup{addr: dst.addr, slot: mv.Slot, moveID: mv.MoveID, drop: true})
@@ -77,12 +77,12 @@ func (m *runningMove) abort(ctx context.Context, reason string, status MoveStatu
 	return nil
 }
 
-// Abort undoes a move that did not commit: the source is unfenced and stops
+// abortOnStores undoes a move that did not commit: the source is unfenced and stops
 // capturing, and the target drops its partial copy. The source must be
 // reachable: a fenced source that cannot be unfenced would refuse writes
-// forever, so the caller retries Abort until it succeeds before it records
+// forever, so the caller retries abortOnStores until it succeeds before it records
 // the abort in the directory. The target's drop is best effort.
-func Abort(ctx context.Context, slot slots.Slot, moveID string, source, target slotdv1.StoreClient) (targetErr error, err error) {
+func abortOnStores(ctx context.Context, slot slots.Slot, moveID string, source, target slotdv1.StoreClient) (targetErr error, err error) {
 	s := uint32(slot.Int())
 	if _, err := source.Unfence(ctx, &slotdv1.UnfenceRequest{Slot: s, MoveId: moveID}); err != nil {
 		return nil, fmt.Errorf("unfence source: %w", err)
@@ -103,7 +103,7 @@ func (e *Executor) leftInFlight(snap *directory.Snapshot, mv directory.Move, p *
 	if err != nil {
 		return nil, err
 	}
-	return &runningMove{e: e, p: p, i: mv.Index, slot: mv.Slot, mv: mv, src: src, dst: dst, step: StepFenced}, nil
+	return &runningMove{e: e, p: p, i: mv.Index, slot: mv.Slot, mv: mv, src: src, dst: dst, step: stepFenced}, nil
 }
 
 // settle finishes the move if fenced (unless its plan asked to abort it),
@@ -118,7 +118,7 @@ func (m *runningMove) settle(ctx context.Context) error {
 			m.committed(res)
 			return nil
 		}
-		if Retryable(err) {
+		if retryable(err) {
 			return err
 		}
 		e.lg.Warn("fenced move left in flight cannot finish; aborting", "slot", mv.Slot.Int(), "err", err)

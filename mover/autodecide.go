@@ -12,38 +12,38 @@ import (
 	"github.com/slotd/slotd/internal/backoff"
 )
 
-// The automatic balancer's decisions. Decide is a pure function of its
+// The automatic balancer's decisions. decide is a pure function of its
 // input (the policy, what the balancer remembers, the cluster as seen now
 // and the clock), so every rule below is tested on a fake clock; the room
 // in balancer.go gathers the input, acts on the decision and stores what
 // it must remember.
 
-// AutoOperator is the operator name of every automatic plan.
-const AutoOperator = "auto"
+// autoOperator is the operator name of every automatic plan.
+const autoOperator = "auto"
 
-// MaxAutoBackoff caps the balancer's backoff after failed plans.
-const MaxAutoBackoff = time.Hour
+// maxAutoBackoff caps the balancer's backoff after failed plans.
+const maxAutoBackoff = time.Hour
 
-// AutoKind is what the balancer decided to do.
-type AutoKind string
+// autoKind is what the balancer decided to do.
+type autoKind string
 
 // The kinds of decisions, and the balancer states status shows.
 const (
-	AutoOff      AutoKind = "off"      // the policy is off
-	AutoFrozen   AutoKind = "frozen"   // frozen: no new plan
-	AutoWaiting  AutoKind = "waiting"  // a plan applies or is paused, the interval runs, or the budget is spent
-	AutoWatching AutoKind = "watching" // balanced, or an imbalance not yet as long as the window
-	AutoPlan     AutoKind = "planning" // propose and apply a plan
-	AutoBackoff  AutoKind = "backoff"  // an automatic plan failed: wait before planning again
-	AutoCancel   AutoKind = "cancel"   // the backoff ran out: cancel the failed automatic plan
+	autoOff      autoKind = "off"      // the policy is off
+	autoFrozen   autoKind = "frozen"   // frozen: no new plan
+	autoWaiting  autoKind = "waiting"  // a plan applies or is paused, the interval runs, or the budget is spent
+	autoWatching autoKind = "watching" // balanced, or an imbalance not yet as long as the window
+	autoPlan     autoKind = "planning" // propose and apply a plan
+	autoBackoff  autoKind = "backoff"  // an automatic plan failed: wait before planning again
+	autoCancel   autoKind = "cancel"   // the backoff ran out: cancel the failed automatic plan
 )
 
-// AutoKinds lists the kinds in the order of the slotd_balancer_state gauge.
-var AutoKinds = []AutoKind{AutoOff, AutoFrozen, AutoWaiting, AutoWatching, AutoPlan, AutoBackoff, AutoCancel}
+// autoKinds lists the kinds in the order of the slotd_balancer_state gauge.
+var autoKinds = []autoKind{autoOff, autoFrozen, autoWaiting, autoWatching, autoPlan, autoBackoff, autoCancel}
 
-// AutoPlanView is what Decide needs to know of the stored plans; see
-// ViewPlans.
-type AutoPlanView struct {
+// autoPlanView is what decide needs to know of the stored plans; see
+// viewPlans.
+type autoPlanView struct {
 	// Active is the plan applying or paused, or nil.
 	Active *Plan
 	// LastAuto is the newest automatic plan, or nil.
@@ -54,17 +54,17 @@ type AutoPlanView struct {
 	OperatorActionAt time.Time
 }
 
-// ViewPlans summarizes plans for Decide. An operator's action is any
+// viewPlans summarizes plans for decide. An operator's action is any
 // change of a plan the balancer did not make: a plan of another operator
 // that left proposed, an automatic plan paused with no failure (a pause),
 // or cancelled but not by the balancer, or rolled back.
-func ViewPlans(plans []*Plan, st directory.AutoState) AutoPlanView {
-	var v AutoPlanView
+func viewPlans(plans []*Plan, st directory.AutoState) autoPlanView {
+	var v autoPlanView
 	for _, p := range plans {
 		if p.State.Active() && (v.Active == nil || p.Created.After(v.Active.Created)) {
 			v.Active = p
 		}
-		auto := p.Operator == AutoOperator
+		auto := p.Operator == autoOperator
 		if auto && (v.LastAuto == nil || p.Created.After(v.LastAuto.Created)) {
 			v.LastAuto = p
 		}
@@ -86,8 +86,8 @@ func ViewPlans(plans []*Plan, st directory.AutoState) AutoPlanView {
 	return v
 }
 
-// AutoNode is a node as the balancer sees it.
-type AutoNode struct {
+// autoNode is a node as the balancer sees it.
+type autoNode struct {
 	ID    string
 	State directory.NodeState
 	Slots int
@@ -96,16 +96,16 @@ type AutoNode struct {
 	Reported bool
 }
 
-// AutoRatio is one node's load over its fair share in one dimension
+// autoRatio is one node's load over its fair share in one dimension
 // (slots, bytes, ops); 1 is balanced.
-type AutoRatio struct {
+type autoRatio struct {
 	Node      string
 	Dimension string
 	Ratio     float64
 }
 
-// AutoInput is everything Decide looks at.
-type AutoInput struct {
+// autoInput is everything decide looks at.
+type autoInput struct {
 	Now    time.Time
 	Policy directory.AutoPolicy
 	// State is what the balancer stored last (it outlives leaders).
@@ -114,16 +114,16 @@ type AutoInput struct {
 	// (zero: none). It is kept in the leader's memory: a new leader
 	// watches a whole window again before it plans.
 	ImbalancedSince time.Time
-	Plans           AutoPlanView
-	Nodes           []AutoNode
+	Plans           autoPlanView
+	Nodes           []autoNode
 	// Ratios are the measured (or, with no load known, slot count) ratios
 	// of the dimensions the policy balances by.
-	Ratios []AutoRatio
+	Ratios []autoRatio
 }
 
-// AutoDecision is what the balancer does next and what it remembers.
-type AutoDecision struct {
-	Kind AutoKind
+// autoDecision is what the balancer does next and what it remembers.
+type autoDecision struct {
+	Kind autoKind
 	// Reason says why, in words: for a plan it is the plan's reason
 	// ("auto: n2 bytes ratio 1.62 > 1.10 for 10m").
 	Reason string
@@ -133,7 +133,7 @@ type AutoDecision struct {
 	// bound), for the planner.
 	MaxMoves int
 	MaxBytes int64
-	// Cancel is the failed automatic plan to cancel (AutoCancel).
+	// Cancel is the failed automatic plan to cancel (autoCancel).
 	Cancel string
 	// ImbalancedSince is the next input's.
 	ImbalancedSince time.Time
@@ -141,12 +141,12 @@ type AutoDecision struct {
 	State directory.AutoState
 }
 
-// Decide decides what the automatic balancer does now. It is pure: the same
+// decide decides what the automatic balancer does now. It is pure: the same
 // input gives the same decision.
-func Decide(in AutoInput) AutoDecision {
+func decide(in autoInput) autoDecision {
 	st := in.State
 	st.Recent = spendSince(st.Recent, in.Now.Add(-time.Hour))
-	d := AutoDecision{State: st}
+	d := autoDecision{State: st}
 	pol, now := in.Policy, in.Now
 
 	// An operator's action after a failure ends the backoff.
@@ -160,13 +160,13 @@ func Decide(in AutoInput) AutoDecision {
 
 	switch {
 	case !pol.Enabled:
-		return d.is(AutoOff, "the balancer is off (slotctl auto on)")
+		return d.is(autoOff, "the balancer is off (slotctl auto on)")
 	case pol.Frozen:
 		reason := "frozen: no new automatic plan (slotctl auto unfreeze)"
 		if pol.Reason != "" {
 			reason += ": " + pol.Reason
 		}
-		return d.is(AutoFrozen, reason)
+		return d.is(autoFrozen, reason)
 	}
 
 	// A failed automatic plan: back off, then cancel it.
@@ -175,19 +175,19 @@ func Decide(in AutoInput) AutoDecision {
 			d.failed(failed, pol, now)
 		}
 		if now.Before(d.State.BackoffUntil) {
-			return d.is(AutoBackoff, fmt.Sprintf("automatic plan %s %s: %s; backing off %s (failure %d)",
+			return d.is(autoBackoff, fmt.Sprintf("automatic plan %s %s: %s; backing off %s (failure %d)",
 				failed.ID, failed.State, orUnknown(failed.Error), roundDur(d.State.BackoffUntil.Sub(now)), d.State.Failures))
 		}
 		if failed.State == StatePaused {
 			d.Cancel = failed.ID
-			return d.is(AutoCancel, fmt.Sprintf("cancel automatic plan %s, paused by failure %d backoffs ago", failed.ID, d.State.Failures))
+			return d.is(autoCancel, fmt.Sprintf("cancel automatic plan %s, paused by failure %d backoffs ago", failed.ID, d.State.Failures))
 		}
 	}
 	if a := in.Plans.Active; a != nil {
-		return d.is(AutoWaiting, fmt.Sprintf("plan %s is %s (by %s)", a.ID, a.State, orUnknown(a.Operator)))
+		return d.is(autoWaiting, fmt.Sprintf("plan %s is %s (by %s)", a.ID, a.State, orUnknown(a.Operator)))
 	}
 	if now.Before(d.State.BackoffUntil) {
-		return d.is(AutoBackoff, fmt.Sprintf("backing off after %d failed automatic plan(s): next try in %s", d.State.Failures, roundDur(d.State.BackoffUntil.Sub(now))))
+		return d.is(autoBackoff, fmt.Sprintf("backing off after %d failed automatic plan(s): next try in %s", d.State.Failures, roundDur(d.State.BackoffUntil.Sub(now))))
 	}
 
 	// What would trigger a plan. The window is watched during the
@@ -207,16 +207,16 @@ func Decide(in AutoInput) AutoDecision {
 		if in.Plans.OperatorActionAt.After(d.State.LastPlanAt) {
 			what = "an operator's action"
 		}
-		return d.is(AutoWaiting, fmt.Sprintf("%s at %s: the interval (%s) runs %s more", what, since.UTC().Format(time.TimeOnly), roundDur(pol.Interval), roundDur(next.Sub(now))))
+		return d.is(autoWaiting, fmt.Sprintf("%s at %s: the interval (%s) runs %s more", what, since.UTC().Format(time.TimeOnly), roundDur(pol.Interval), roundDur(next.Sub(now))))
 	}
 
 	if trigger == "" {
 		if !outside {
-			return d.is(AutoWatching, fmt.Sprintf("balanced within %s", pct(pol.Tolerance)))
+			return d.is(autoWatching, fmt.Sprintf("balanced within %s", pct(pol.Tolerance)))
 		}
 		lasted := now.Sub(d.ImbalancedSince)
 		if lasted < pol.Window {
-			return d.is(AutoWatching, fmt.Sprintf("%s for %s of %s", ratioText(worst, pol.Tolerance), roundDur(lasted), roundDur(pol.Window)))
+			return d.is(autoWatching, fmt.Sprintf("%s for %s of %s", ratioText(worst, pol.Tolerance), roundDur(lasted), roundDur(pol.Window)))
 		}
 		trigger, reason = "imbalance", fmt.Sprintf("%s for %s", ratioText(worst, pol.Tolerance), roundDur(pol.Window))
 	}
@@ -229,7 +229,7 @@ func Decide(in AutoInput) AutoDecision {
 		bytes += r.Bytes
 	}
 	if (pol.BudgetMoves > 0 && moves >= pol.BudgetMoves) || (pol.BudgetBytes > 0 && bytes >= pol.BudgetBytes) {
-		return d.is(AutoWaiting, fmt.Sprintf("hourly budget spent (%d of %d moves, %d of %d bytes): %s waits until %s",
+		return d.is(autoWaiting, fmt.Sprintf("hourly budget spent (%d of %d moves, %d of %d bytes): %s waits until %s",
 			moves, pol.BudgetMoves, bytes, pol.BudgetBytes, trigger, d.State.Recent[0].At.Add(time.Hour).UTC().Format(time.TimeOnly)))
 	}
 	if pol.BudgetMoves > 0 {
@@ -239,12 +239,12 @@ func Decide(in AutoInput) AutoDecision {
 		d.MaxBytes = pol.BudgetBytes - bytes
 	}
 	d.Trigger = trigger
-	return d.is(AutoPlan, "auto: "+reason)
+	return d.is(autoPlan, "auto: "+reason)
 }
 
-func (d AutoDecision) is(k AutoKind, reason string) AutoDecision {
+func (d autoDecision) is(k autoKind, reason string) autoDecision {
 	d.Kind, d.Reason = k, reason
-	if k != AutoWatching && k != AutoWaiting {
+	if k != autoWatching && k != autoWaiting {
 		// Off, frozen, backing off or planning: the next imbalance is
 		// watched from its start.
 		d.ImbalancedSince = time.Time{}
@@ -254,17 +254,17 @@ func (d AutoDecision) is(k AutoKind, reason string) AutoDecision {
 
 // failed records the failure of automatic plan p and sets the backoff:
 // the interval (at least 30 s) doubling with each failure in a row, up to
-// MaxAutoBackoff.
-func (d *AutoDecision) failed(p *Plan, pol directory.AutoPolicy, now time.Time) {
+// maxAutoBackoff.
+func (d *autoDecision) failed(p *Plan, pol directory.AutoPolicy, now time.Time) {
 	d.State.Failures++
 	d.State.FailedPlan, d.State.FailedAt = p.ID, now
-	b := backoff.Backoff{Initial: max(pol.Interval, 30*time.Second), Max: MaxAutoBackoff}
+	b := backoff.Backoff{Initial: max(pol.Interval, 30*time.Second), Max: maxAutoBackoff}
 	d.State.BackoffUntil = now.Add(b.Cap(d.State.Failures - 1))
 }
 
 // failedAuto returns the newest automatic plan if it is paused by a
 // failure or failed.
-func failedAuto(v AutoPlanView) *Plan {
+func failedAuto(v autoPlanView) *Plan {
 	p := v.LastAuto
 	if p == nil || !(p.State == StatePaused && p.Error != "" || p.State == StateFailed) {
 		return nil
@@ -275,8 +275,8 @@ func failedAuto(v AutoPlanView) *Plan {
 // nodeTrigger returns the first node change that needs a plan: a draining
 // node that still owns slots (empty it), else an active node that owns
 // none and has reported (fill it).
-func nodeTrigger(nodes []AutoNode) (trigger, reason string) {
-	ns := slices.SortedFunc(slices.Values(nodes), func(a, b AutoNode) int { return strings.Compare(a.ID, b.ID) })
+func nodeTrigger(nodes []autoNode) (trigger, reason string) {
+	ns := slices.SortedFunc(slices.Values(nodes), func(a, b autoNode) int { return strings.Compare(a.ID, b.ID) })
 	for _, n := range ns {
 		if n.State == directory.NodeDraining && n.Slots > 0 {
 			return "drain", fmt.Sprintf("%s draining, %d slots to move", n.ID, n.Slots)
@@ -296,8 +296,8 @@ func nodeTrigger(nodes []AutoNode) (trigger, reason string) {
 
 // worstRatio returns the ratio farthest outside 1 ± tol (ties: by node,
 // then dimension) and whether any is outside.
-func worstRatio(rs []AutoRatio, tol float64) (AutoRatio, bool) {
-	var worst AutoRatio
+func worstRatio(rs []autoRatio, tol float64) (autoRatio, bool) {
+	var worst autoRatio
 	found := false
 	for _, r := range rs {
 		if math.IsNaN(r.Ratio) || math.Abs(r.Ratio-1) <= tol {
@@ -311,7 +311,7 @@ func worstRatio(rs []AutoRatio, tol float64) (AutoRatio, bool) {
 	return worst, found
 }
 
-func ratioText(r AutoRatio, tol float64) string {
+func ratioText(r autoRatio, tol float64) string {
 	if r.Ratio > 1 {
 		return fmt.Sprintf("%s %s ratio %.2f > %.2f", r.Node, r.Dimension, r.Ratio, 1+tol)
 	}

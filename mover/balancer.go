@@ -17,7 +17,7 @@ import (
 
 // The balancer room: the automatic balancer as a part of the mover's
 // leader. Each tick it reads the policy, its stored state, the plans and
-// the table, asks Decide what to do, and does it through the operator's
+// the table, asks decide what to do, and does it through the operator's
 // own path (Control.Propose and Apply as operator "auto"), so each of its
 // plans is an ordinary plan: in history, pausable, cancellable, reversible.
 // It runs only while its slotd leads the mover (the leader runs it with the
@@ -44,7 +44,8 @@ type BalancerConfig struct {
 }
 
 // Balancer is the automatic balancer. Run it on the mover's leader only;
-// Tick is one decision, for tests. Safe for use by one goroutine at a time.
+// tick is one decision (the tests call it). Safe for use by one goroutine
+// at a time.
 type Balancer struct {
 	cfg BalancerConfig
 	lg  *slog.Logger
@@ -56,7 +57,7 @@ type Balancer struct {
 	lastWrite       time.Time
 }
 
-// NewBalancer returns a balancer; it does nothing until Run or Tick.
+// NewBalancer returns a balancer; it does nothing until Run.
 func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
 	if cfg.Directory == nil || cfg.Control == nil {
 		return nil, fmt.Errorf("%w: the balancer needs a directory and a control", ErrInvalid)
@@ -88,7 +89,7 @@ func (b *Balancer) Run(ctx context.Context) error {
 	t := time.NewTicker(b.cfg.Tick)
 	defer t.Stop()
 	for {
-		if _, err := b.Tick(ctx); err != nil && ctx.Err() == nil {
+		if _, err := b.tick(ctx); err != nil && ctx.Err() == nil {
 			b.lg.Warn("balancer tick failed; trying again at the next", "err", err)
 		}
 		select {
@@ -99,37 +100,37 @@ func (b *Balancer) Run(ctx context.Context) error {
 	}
 }
 
-// Tick makes one decision and acts on it.
-func (b *Balancer) Tick(ctx context.Context) (AutoDecision, error) {
+// tick makes one decision and acts on it.
+func (b *Balancer) tick(ctx context.Context) (autoDecision, error) {
 	now := b.cfg.Now().UTC()
 	pol, err := b.cfg.Directory.AutoPolicy(ctx)
 	if err != nil {
-		return AutoDecision{}, err
+		return autoDecision{}, err
 	}
 	b.m.policy(pol)
 	st, rev, err := b.cfg.Directory.AutoState(ctx)
 	if err != nil {
-		return AutoDecision{}, err
+		return autoDecision{}, err
 	}
-	in := AutoInput{Now: now, Policy: pol, State: st, ImbalancedSince: b.imbalancedSince}
+	in := autoInput{Now: now, Policy: pol, State: st, ImbalancedSince: b.imbalancedSince}
 	// Off or frozen needs nothing else read.
 	if pol.Enabled && !pol.Frozen {
 		plans, err := b.cfg.Control.List(ctx)
 		if err != nil {
-			return AutoDecision{}, err
+			return autoDecision{}, err
 		}
-		in.Plans = ViewPlans(plans, st)
+		in.Plans = viewPlans(plans, st)
 		snap, err := b.cfg.Directory.Snapshot(ctx)
 		if err != nil {
-			return AutoDecision{}, err
+			return autoDecision{}, err
 		}
 		in.Nodes, in.Ratios = b.view(snap, pol.BalanceBy, now)
 	}
-	d := Decide(in)
+	d := decide(in)
 	b.imbalancedSince = d.ImbalancedSince
 
 	switch d.Kind {
-	case AutoPlan:
+	case autoPlan:
 		// An imbalance the planner finds nothing to move for stays watched
 		// from its start: the next try, after the interval, is not a whole
 		// window later.
@@ -143,12 +144,12 @@ func (b *Balancer) Tick(ctx context.Context) (AutoDecision, error) {
 			b.lg.Warn("automatic plan not applied", "reason", d.Reason, "err", err)
 			d.Reason = fmt.Sprintf("%s: not applied: %v", d.Reason, err)
 		}
-		if d.Kind == AutoWatching && d.Trigger == "imbalance" {
+		if d.Kind == autoWatching && d.Trigger == "imbalance" {
 			b.imbalancedSince = since
 		}
-	case AutoCancel:
-		actx := directory.WithAudit(ctx, directory.AuditEntry{Kind: directory.AuditPlan, Action: directory.ActionCancel, PlanID: d.Cancel, By: AutoOperator, Reason: d.Reason})
-		if _, err := b.cfg.Control.Cancel(actx, d.Cancel, AutoOperator); err != nil && !errors.Is(err, ErrPrecondition) {
+	case autoCancel:
+		actx := directory.WithAudit(ctx, directory.AuditEntry{Kind: directory.AuditPlan, Action: directory.ActionCancel, PlanID: d.Cancel, By: autoOperator, Reason: d.Reason})
+		if _, err := b.cfg.Control.Cancel(actx, d.Cancel, autoOperator); err != nil && !errors.Is(err, ErrPrecondition) {
 			return d, fmt.Errorf("cancel failed automatic plan %s: %w", d.Cancel, err)
 		}
 		d.State.CancelledPlan = d.Cancel
@@ -163,17 +164,17 @@ func (b *Balancer) Tick(ctx context.Context) (AutoDecision, error) {
 		}
 		b.lg.Warn("automatic plan cancelled after its backoff", "plan", d.Cancel, "failures", d.State.Failures)
 	}
-	if d.Kind == AutoBackoff && d.State.FailedPlan != st.FailedPlan {
+	if d.Kind == autoBackoff && d.State.FailedPlan != st.FailedPlan {
 		b.lg.Warn("automatic plan failed; backing off", "plan", d.State.FailedPlan, "failures", d.State.Failures, "until", d.State.BackoffUntil)
 	}
 	b.m.decided(d, now)
 	return d, b.store(ctx, rev, st, d, now)
 }
 
-// view returns the nodes and the ratios Decide looks at: measured ratios
+// view returns the nodes and the ratios decide looks at: measured ratios
 // of the policy's dimensions when the load is known, else slot counts over
 // each active node's weighted share.
-func (b *Balancer) view(snap *directory.Snapshot, by string, now time.Time) ([]AutoNode, []AutoRatio) {
+func (b *Balancer) view(snap *directory.Snapshot, by string, now time.Time) ([]autoNode, []autoRatio) {
 	counts := snap.Counts()
 	var dims []string
 	switch by {
@@ -182,7 +183,7 @@ func (b *Balancer) view(snap *directory.Snapshot, by string, now time.Time) ([]A
 	case "auto":
 		dims = []string{"bytes", "ops"}
 	}
-	var ratios []AutoRatio
+	var ratios []autoRatio
 	reported := map[string]bool{}
 	if b.cfg.Load != nil && len(dims) > 0 {
 		loads := b.cfg.Load.NodeLoads(now)
@@ -193,12 +194,12 @@ func (b *Balancer) view(snap *directory.Snapshot, by string, now time.Time) ([]A
 			ratios = append(ratios, loadRatios(snap.Nodes, loads, dim)...)
 		}
 	}
-	nodes := make([]AutoNode, 0, len(snap.Nodes))
+	nodes := make([]autoNode, 0, len(snap.Nodes))
 	for _, n := range snap.Nodes {
 		// With no measured load at all, an active node counts as reported:
 		// it registered and heartbeats.
 		rep := reported[n.ID] || b.cfg.Load == nil
-		nodes = append(nodes, AutoNode{ID: n.ID, State: n.State, Slots: counts[n.ID], Reported: rep})
+		nodes = append(nodes, autoNode{ID: n.ID, State: n.State, Slots: counts[n.ID], Reported: rep})
 	}
 	if len(ratios) == 0 {
 		ratios = slotRatios(snap, counts)
@@ -213,7 +214,7 @@ func (b *Balancer) view(snap *directory.Snapshot, by string, now time.Time) ([]A
 // (a draining node's load must go somewhere). 1 is balanced for any
 // weights; when the known nodes hold none of dim at all, every active one
 // is balanced.
-func loadRatios(nodes []directory.Node, loads map[string]planner.NodeLoad, dim string) []AutoRatio {
+func loadRatios(nodes []directory.Node, loads map[string]planner.NodeLoad, dim string) []autoRatio {
 	if dim != "bytes" && dim != "ops" {
 		return nil
 	}
@@ -241,7 +242,7 @@ func loadRatios(nodes []directory.Node, loads map[string]planner.NodeLoad, dim s
 		total += v
 		weight += float64(active[id])
 	}
-	var out []AutoRatio
+	var out []autoRatio
 	for _, id := range ids {
 		w := active[id]
 		if w <= 0 {
@@ -251,20 +252,20 @@ func loadRatios(nodes []directory.Node, loads map[string]planner.NodeLoad, dim s
 		if fair := float64(w) / weight * total; fair > 0 {
 			r = value[id] / fair
 		}
-		out = append(out, AutoRatio{Node: id, Dimension: dim, Ratio: r})
+		out = append(out, autoRatio{Node: id, Dimension: dim, Ratio: r})
 	}
 	return out
 }
 
 // slotRatios are the active nodes' slot counts over their weighted share.
-func slotRatios(snap *directory.Snapshot, counts map[string]int) []AutoRatio {
+func slotRatios(snap *directory.Snapshot, counts map[string]int) []autoRatio {
 	total := 0
 	for _, n := range snap.Nodes {
 		if n.State == directory.NodeActive {
 			total += n.Weight
 		}
 	}
-	var out []AutoRatio
+	var out []autoRatio
 	if total == 0 {
 		return nil
 	}
@@ -273,7 +274,7 @@ func slotRatios(snap *directory.Snapshot, counts map[string]int) []AutoRatio {
 			continue
 		}
 		share := 16384 * float64(n.Weight) / float64(total)
-		out = append(out, AutoRatio{Node: n.ID, Dimension: "slots", Ratio: float64(counts[n.ID]) / share})
+		out = append(out, autoRatio{Node: n.ID, Dimension: "slots", Ratio: float64(counts[n.ID]) / share})
 	}
 	return out
 }
@@ -282,18 +283,18 @@ func slotRatios(snap *directory.Snapshot, counts map[string]int) []AutoRatio {
 // in d.State. An empty plan is left proposed and counts as a plan for the
 // interval, so that an imbalance the planner cannot fix (a hot slot) is
 // not planned again every tick.
-func (b *Balancer) plan(ctx context.Context, d *AutoDecision, pol directory.AutoPolicy, now time.Time) error {
+func (b *Balancer) plan(ctx context.Context, d *autoDecision, pol directory.AutoPolicy, now time.Time) error {
 	p, err := b.cfg.Control.Propose(ctx, autoPlanRequest(*d, pol))
 	if err != nil {
 		return err
 	}
 	d.State.LastPlan, d.State.LastPlanAt = p.ID, now
 	if len(p.Moves) == 0 {
-		d.Kind, d.Reason = AutoWatching, d.Reason+": the planner found nothing to move"
+		d.Kind, d.Reason = autoWatching, d.Reason+": the planner found nothing to move"
 		return nil
 	}
-	actx := directory.WithAudit(ctx, directory.AuditEntry{Kind: directory.AuditPlan, Action: directory.ActionApply, PlanID: p.ID, By: AutoOperator, Reason: d.Reason})
-	if _, err := b.cfg.Control.Apply(actx, p.ID, AutoOperator); err != nil {
+	actx := directory.WithAudit(ctx, directory.AuditEntry{Kind: directory.AuditPlan, Action: directory.ActionApply, PlanID: p.ID, By: autoOperator, Reason: d.Reason})
+	if _, err := b.cfg.Control.Apply(actx, p.ID, autoOperator); err != nil {
 		d.State.LastPlanAt = time.Time{}
 		return err
 	}
@@ -306,8 +307,8 @@ func (b *Balancer) plan(ctx context.Context, d *AutoDecision, pol directory.Auto
 // autoPlanRequest is the plan request for an automatic plan: the budget
 // left as its bound, the policy's balance mode and band, the decision's
 // reason.
-func autoPlanRequest(d AutoDecision, pol directory.AutoPolicy) PlanRequest {
-	return PlanRequest{MaxMoves: d.MaxMoves, MaxBytes: d.MaxBytes, Operator: AutoOperator, Reason: d.Reason,
+func autoPlanRequest(d autoDecision, pol directory.AutoPolicy) PlanRequest {
+	return PlanRequest{MaxMoves: d.MaxMoves, MaxBytes: d.MaxBytes, Operator: autoOperator, Reason: d.Reason,
 		BalanceBy: planner.BalanceBy(pol.BalanceBy), Tolerance: pol.Tolerance}
 }
 
@@ -317,7 +318,7 @@ const stateWriteEvery = 30 * time.Second
 
 // store writes the balancer's state when it changed: the decision's kind,
 // its memory (backoff, plans, spend), or its words after stateWriteEvery.
-func (b *Balancer) store(ctx context.Context, rev int64, old directory.AutoState, d AutoDecision, now time.Time) error {
+func (b *Balancer) store(ctx context.Context, rev int64, old directory.AutoState, d autoDecision, now time.Time) error {
 	st := d.State
 	st.Leader = b.cfg.Name
 	st.Decision, st.DecisionKind = d.Reason, string(d.Kind)
@@ -363,7 +364,7 @@ func newBalancerMetrics(reg prometheus.Registerer) (*balancerMetrics, error) {
 		plans: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "slotd_balancer_plans_total",
 			Help: "Automatic plans applied, by trigger (drain, fill, imbalance)."}, []string{"trigger"}),
 	}
-	for _, k := range AutoKinds {
+	for _, k := range autoKinds {
 		m.state.WithLabelValues(string(k))
 	}
 	for _, t := range []string{"drain", "fill", "imbalance"} {
@@ -384,8 +385,8 @@ func (m *balancerMetrics) policy(p directory.AutoPolicy) {
 	m.frozen.Set(b2f(p.Frozen))
 }
 
-func (m *balancerMetrics) decided(d AutoDecision, now time.Time) {
-	for _, k := range AutoKinds {
+func (m *balancerMetrics) decided(d autoDecision, now time.Time) {
+	for _, k := range autoKinds {
 		m.state.WithLabelValues(string(k)).Set(b2f(k == d.Kind))
 	}
 	m.failures.Set(float64(d.State.Failures))
@@ -395,7 +396,7 @@ func (m *balancerMetrics) decided(d AutoDecision, now time.Time) {
 
 // stopped clears the gauges that only the leader's balancer sets.
 func (m *balancerMetrics) stopped() {
-	for _, k := range AutoKinds {
+	for _, k := range autoKinds {
 		m.state.WithLabelValues(string(k)).Set(0)
 	}
 	m.backoff.Set(0)

@@ -37,9 +37,9 @@ func TestBalancer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tick := func(want AutoKind) AutoDecision {
+	tick := func(want autoKind) autoDecision {
 		t.Helper()
-		d, err := b.Tick(c.ctx)
+		d, err := b.tick(c.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,13 +57,13 @@ func TestBalancer(t *testing.T) {
 	}
 
 	c.addNode("n4")
-	tick(AutoOff)
+	tick(autoOff)
 	if n := planCount(); n != 0 {
 		t.Fatalf("off: %d plans stored", n)
 	}
 
 	setPolicy(t, c, func(p *directory.AutoPolicy) { p.Enabled, p.Interval, p.Window, p.BudgetMoves = true, 0, 0, 6 })
-	d := tick(AutoPlan)
+	d := tick(autoPlan)
 	if d.Reason != "auto: fill new node n4" || d.Trigger != "fill" {
 		t.Fatalf("decision %+v", d)
 	}
@@ -72,7 +72,7 @@ func TestBalancer(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := c.waitPlan(st.LastPlan, StateDone)
-	if p.Operator != AutoOperator || p.Reason != "auto: fill new node n4" || len(p.Moves) != 6 {
+	if p.Operator != autoOperator || p.Reason != "auto: fill new node n4" || len(p.Moves) != 6 {
 		t.Fatalf("automatic plan %s by %q (%q), %d moves", p.ID, p.Operator, p.Reason, len(p.Moves))
 	}
 	for _, m := range p.Moves {
@@ -83,12 +83,12 @@ func TestBalancer(t *testing.T) {
 	// The automatic apply is in the audit log, by auto, with its reason.
 	audit, err := c.dir.Audit(c.ctx, directory.AuditQuery{Kind: directory.AuditPlan})
 	if err != nil || len(audit) == 0 || audit[0].Action != directory.ActionApply || audit[0].PlanID != p.ID ||
-		audit[0].By != AutoOperator || audit[0].Reason != "auto: fill new node n4" {
+		audit[0].By != autoOperator || audit[0].Reason != "auto: fill new node n4" {
 		t.Fatalf("plan audit log %+v, %v; want the automatic apply of %s", audit, err, p.ID)
 	}
 	// The budget of 6 moves an hour is spent: n4 is still far below its
 	// share, but nothing more is planned.
-	d = tick(AutoWaiting)
+	d = tick(autoWaiting)
 	if !strings.Contains(d.Reason, "hourly budget spent (6 of 6 moves") {
 		t.Fatalf("reason %q", d.Reason)
 	}
@@ -102,18 +102,18 @@ func TestBalancer(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := planCount()
-	tick(AutoFrozen)
-	tick(AutoFrozen)
+	tick(autoFrozen)
+	tick(autoFrozen)
 	if n := planCount(); n != before {
 		t.Fatalf("frozen: %d plans, had %d", n, before)
 	}
-	if got := testutil.ToFloat64(b.m.state.WithLabelValues(string(AutoFrozen))); got != 1 {
+	if got := testutil.ToFloat64(b.m.state.WithLabelValues(string(autoFrozen))); got != 1 {
 		t.Fatalf("slotd_balancer_state{state=frozen} = %v", got)
 	}
 
 	// Unfrozen: it empties n4.
 	setPolicy(t, c, func(p *directory.AutoPolicy) { p.Frozen = false })
-	d = tick(AutoPlan)
+	d = tick(autoPlan)
 	if d.Trigger != "drain" || d.Reason != "auto: n4 draining, 6 slots to move" {
 		t.Fatalf("decision %+v", d)
 	}
@@ -127,7 +127,7 @@ func TestBalancer(t *testing.T) {
 		t.Fatalf("n4 owns %d slots after the automatic drain", got)
 	}
 	setPolicy(t, c, func(p *directory.AutoPolicy) { p.Interval = time.Hour })
-	tick(AutoWaiting) // the interval
+	tick(autoWaiting) // the interval
 
 	// An operator's plan, cancelled by the operator: the interval runs
 	// from the cancel, not from the last automatic plan.
@@ -148,7 +148,7 @@ func TestBalancer(t *testing.T) {
 		}
 		return nil
 	})
-	d = tick(AutoWaiting)
+	d = tick(autoWaiting)
 	if !strings.Contains(d.Reason, "an operator's action") {
 		t.Fatalf("after the operator's cancel: %q", d.Reason)
 	}
@@ -162,7 +162,7 @@ func TestBalancer(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run returned %v", err)
 	}
-	if got := testutil.ToFloat64(b.m.state.WithLabelValues(string(AutoWaiting))); got != 0 {
+	if got := testutil.ToFloat64(b.m.state.WithLabelValues(string(autoWaiting))); got != 0 {
 		t.Fatalf("after Run: slotd_balancer_state{state=waiting} = %v", got)
 	}
 }
@@ -195,29 +195,29 @@ func TestBalancerBacksOff(t *testing.T) {
 	setPolicy(t, c, func(p *directory.AutoPolicy) {
 		p.Enabled, p.Interval, p.Window, p.BudgetMoves = true, time.Minute, 0, 2
 	})
-	var d AutoDecision
+	var d autoDecision
 	for i, want := range []struct {
-		kind    AutoKind
+		kind    autoKind
 		advance time.Duration
 		backoff time.Duration
 	}{
-		{kind: AutoPlan},
-		{kind: AutoBackoff, advance: time.Second, backoff: time.Minute},
-		{kind: AutoCancel, advance: time.Minute},
+		{kind: autoPlan},
+		{kind: autoBackoff, advance: time.Second, backoff: time.Minute},
+		{kind: autoCancel, advance: time.Minute},
 		// The cancelled plan moved nothing, so it spent none of the budget.
-		{kind: AutoPlan, advance: time.Second},
-		{kind: AutoBackoff, advance: time.Second, backoff: 2 * time.Minute},
+		{kind: autoPlan, advance: time.Second},
+		{kind: autoBackoff, advance: time.Second, backoff: 2 * time.Minute},
 	} {
 		clock.Add(want.advance)
-		if want.kind == AutoBackoff && want.backoff > 0 {
+		if want.kind == autoBackoff && want.backoff > 0 {
 			// Wait until the executor paused the plan on its failed move.
 			st, _, _ := c.dir.AutoState(c.ctx)
 			p := c.waitPlan(st.LastPlan, StatePaused)
-			if p.Error == "" || p.Operator != AutoOperator {
+			if p.Error == "" || p.Operator != autoOperator {
 				t.Fatalf("step %d: plan %s paused with no error (%+v)", i, p.ID, p)
 			}
 		}
-		if d, err = b.Tick(c.ctx); err != nil {
+		if d, err = b.tick(c.ctx); err != nil {
 			t.Fatal(err)
 		}
 		if d.Kind != want.kind {
@@ -231,7 +231,7 @@ func TestBalancerBacksOff(t *testing.T) {
 				t.Fatalf("step %d: slotd_balancer_backoff_seconds %v", i, got)
 			}
 		}
-		if want.kind == AutoCancel {
+		if want.kind == autoCancel {
 			c.waitPlan(d.Cancel, StateCancelled)
 		}
 	}
@@ -239,7 +239,7 @@ func TestBalancerBacksOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Failures != 2 || st.DecisionKind != string(AutoBackoff) || !strings.Contains(st.Decision, "backing off 2m (failure 2)") {
+	if st.Failures != 2 || st.DecisionKind != string(autoBackoff) || !strings.Contains(st.Decision, "backing off 2m (failure 2)") {
 		t.Fatalf("stored state %+v", st)
 	}
 }
@@ -256,8 +256,8 @@ func TestBalancerPlanIsReversible(t *testing.T) {
 	}
 	c.addNode("n4")
 	setPolicy(t, c, func(p *directory.AutoPolicy) { p.Enabled, p.Interval, p.Window, p.BudgetMoves = true, 0, 0, 4 })
-	d, err := b.Tick(c.ctx)
-	if err != nil || d.Kind != AutoPlan {
+	d, err := b.tick(c.ctx)
+	if err != nil || d.Kind != autoPlan {
 		t.Fatalf("decided %s (%q), %v; want a plan", d.Kind, d.Reason, err)
 	}
 	st, _, err := c.dir.AutoState(c.ctx)
@@ -283,7 +283,7 @@ func TestBalancerPlanIsReversible(t *testing.T) {
 		}
 	}
 	setPolicy(t, c, func(p *directory.AutoPolicy) { p.Interval, p.BudgetMoves = time.Hour, 0 })
-	if d, err = b.Tick(c.ctx); err != nil || d.Kind != AutoWaiting || !strings.Contains(d.Reason, "an operator's action") {
+	if d, err = b.tick(c.ctx); err != nil || d.Kind != autoWaiting || !strings.Contains(d.Reason, "an operator's action") {
 		t.Fatalf("after the rollback: %s (%q), %v; want waiting out the interval after an operator's action", d.Kind, d.Reason, err)
 	}
 }

@@ -43,7 +43,7 @@ func benchCluster(b *testing.B) (*cluster, *Executor) {
 // watched table, as the executor's do (a running move reads no table
 // either); the source's export starts alongside the begin, as in
 // runningMove.run.
-func moveOnce(b *testing.B, c *cluster, e *Executor, slot slots.Slot) (total, cutover time.Duration, res Result) {
+func moveOnce(b *testing.B, c *cluster, e *Executor, slot slots.Slot) (total, cutover time.Duration, res transferResult) {
 	ctx, from, to := c.ctx, "n1", "n2"
 	src, dst, err := e.endpoints(c.m.snap.Load(), from, to)
 	if err != nil {
@@ -60,10 +60,10 @@ func moveOnce(b *testing.B, c *cluster, e *Executor, slot slots.Slot) (total, cu
 	src.c = early
 	var fencing atomic.Bool
 	var fencedAt time.Time
-	j := &journal{e: e, mv: *mv, prog: &MoveProgress{}, fencing: &fencing}
-	tr := &Transfer{Slot: slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c, Rate: e.rate(ctx), Journal: j,
+	j := &moveJournal{e: e, mv: *mv, prog: &MoveProgress{}, fencing: &fencing}
+	tr := &slotTransfer{Slot: slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c, Rate: e.rate(ctx), Journal: j,
 		Fresh: true, Fenced: func() { fencedAt = time.Now() }}
-	res, err = tr.Run(ctx, StepCopy)
+	res, err = tr.Run(ctx, stepCopy)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func (cl *cleaner) Run(ctx context.Context) error {
 }
 
 func (cl *cleaner) run(ctx context.Context, c cleanup) error {
-	st, err := cl.stores.Client(c.addr)
+	st, err := cl.stores.client(c.addr)
 	if err != nil {
 		return err
 	}

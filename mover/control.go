@@ -41,8 +41,8 @@ type SizeSource interface {
 // "start at 50 MB/s and raise it while watching p99".
 const DefaultThrottle = 50_000_000
 
-// PerMoveEstimate is the fixed cost of one move in time estimates.
-const PerMoveEstimate = 5 * time.Millisecond
+// perMoveEstimate is the fixed cost of one move in time estimates.
+const perMoveEstimate = 5 * time.Millisecond
 
 // Control is the mover's API for operators: plan, apply, pause, resume,
 // cancel, roll back, throttle, status. It only reads and writes the
@@ -115,7 +115,7 @@ type ControlConfig struct {
 	// KeepPlans is how many plans that are not applying or paused are
 	// kept (the newest; older ones are deleted as new plans are stored):
 	// every `slotctl move` and `slotctl plan` stores one, and status reads
-	// them all. Default DefaultKeepPlans.
+	// them all. Default 200.
 	KeepPlans int
 	// Loads gives plans the nodes' measured load (nil: none, so auto plans
 	// balance slot counts and bytes or ops are refused).
@@ -124,12 +124,12 @@ type ControlConfig struct {
 	// (zero value: auto).
 	BalanceBy planner.BalanceBy
 	// RollbackWait bounds how long Rollback waits for the moves a stopped
-	// plan still has in flight. Default DefaultRollbackWait.
+	// plan still has in flight. Default 30s.
 	RollbackWait time.Duration
 }
 
-// DefaultKeepPlans is ControlConfig.KeepPlans' default.
-const DefaultKeepPlans = 200
+// defaultKeepPlans is ControlConfig.KeepPlans' default.
+const defaultKeepPlans = 200
 
 // NewControl returns a Control over cfg.Directory.
 func NewControl(cfg ControlConfig) (*Control, error) {
@@ -143,7 +143,7 @@ func NewControl(cfg ControlConfig) (*Control, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.KeepPlans == 0 {
-		cfg.KeepPlans = DefaultKeepPlans
+		cfg.KeepPlans = defaultKeepPlans
 	}
 	if cfg.KeepPlans < 1 {
 		return nil, fmt.Errorf("%w: KeepPlans %d must be at least 1", ErrInvalid, cfg.KeepPlans)
@@ -152,7 +152,7 @@ func NewControl(cfg ControlConfig) (*Control, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if cfg.RollbackWait == 0 {
-		cfg.RollbackWait = DefaultRollbackWait
+		cfg.RollbackWait = defaultRollbackWait
 	}
 	return &Control{dir: cfg.Directory, sizes: cfg.Sizes, lg: cfg.Logger, now: cfg.Now, keep: cfg.KeepPlans,
 		loads: cfg.Loads, balanceBy: cfg.BalanceBy, rollbackWait: cfg.RollbackWait}, nil
@@ -187,7 +187,7 @@ func (c *Control) Propose(ctx context.Context, req PlanRequest) (*Plan, error) {
 	if req.MaxMoves < 0 {
 		return nil, fmt.Errorf("plan: %w: max moves %d is negative", ErrInvalid, req.MaxMoves)
 	}
-	in := planner.Input{Version: snap.Version, Owners: snap.Owners(), Nodes: nodes, PerMove: PerMoveEstimate}
+	in := planner.Input{Version: snap.Version, Owners: snap.Owners(), Nodes: nodes, PerMove: perMoveEstimate}
 	if len(snap.Moves) > 0 {
 		busy := &slots.Set{}
 		for _, m := range snap.Moves {
@@ -204,7 +204,7 @@ func (c *Control) Propose(ctx context.Context, req PlanRequest) (*Plan, error) {
 	}
 	var sizesUnknown []string
 	var stats *Stats
-	var unknown *SizesUnknownError
+	var unknown *sizesUnknownError
 	if c.sizes != nil {
 		stats, err = c.sizes.SlotStats(ctx, snap)
 		if err != nil {
@@ -259,7 +259,7 @@ func (c *Control) Propose(ctx context.Context, req PlanRequest) (*Plan, error) {
 		p.ID = boundID(fmt.Sprintf("%s-first%d", pp.ID, len(moves)))
 		p.Nodes = afterMoves(snap, nodes, p.Moves, in.SlotBytes)
 	}
-	p.Estimate = planner.Estimate(p.TotalBytes, len(p.Moves), in.Throttle, PerMoveEstimate)
+	p.Estimate = planner.Estimate(p.TotalBytes, len(p.Moves), in.Throttle, perMoveEstimate)
 	if err := c.store(ctx, p); err != nil {
 		return nil, err
 	}
@@ -399,7 +399,7 @@ func (c *Control) Resume(ctx context.Context, id, operator string) (*Plan, error
 // already fenced, aborts one that is not, and runs no other.
 func (c *Control) Cancel(ctx context.Context, id, operator string) (*Plan, error) {
 	return c.transition(ctx, "cancel", id, func(p *Plan) (directory.Run, error) {
-		if p.State.Final() {
+		if p.State.final() {
 			return 0, fmt.Errorf("%w: plan %s is already %s", ErrPrecondition, id, p.State)
 		}
 		p.State, p.AbortCurrent = StateCancelled, true

@@ -210,9 +210,9 @@ func TestEarlyExportTaken(t *testing.T) {
 					t.Fatal(err)
 				}
 				var fencing atomic.Bool
-				tr := &Transfer{Slot: slot, MoveID: mv.MoveID, Source: early, Target: plainStore{dst.c}, Rate: e.rate(c.ctx), Fresh: true,
-					Journal: &journal{e: e, mv: *mv, prog: &MoveProgress{}, fencing: &fencing}}
-				if _, err := tr.Run(c.ctx, StepCopy); err != nil {
+				tr := &slotTransfer{Slot: slot, MoveID: mv.MoveID, Source: early, Target: plainStore{dst.c}, Rate: e.rate(c.ctx), Fresh: true,
+					Journal: &moveJournal{e: e, mv: *mv, prog: &MoveProgress{}, fencing: &fencing}}
+				if _, err := tr.Run(c.ctx, stepCopy); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -119,7 +119,7 @@ func (j *failJournal) Fencing(ctx context.Context) error {
 	return nil
 }
 
-func (j *failJournal) Commit(ctx context.Context, _ Result) (uint64, error) {
+func (j *failJournal) Commit(ctx context.Context, _ transferResult) (uint64, error) {
 	if j.failAt == "commit" {
 		return 0, errStop
 	}
@@ -161,8 +161,8 @@ func TestAbortAtEachPhase(t *testing.T) {
 				}
 			}
 			src, dst := c.nodes["n1"], c.nodes["n3"]
-			srcC, _ := c.pool.Client(src.addr)
-			dstC, _ := c.pool.Client(dst.addr)
+			srcC, _ := c.pool.client(src.addr)
+			dstC, _ := c.pool.client(dst.addr)
 			mv, err := c.dir.BeginMove(c.ctx, directory.MoveSpec{Slot: slot, From: "n1", To: "n3", MoveID: "abort-" + tc.name, By: "test"})
 			if err != nil {
 				t.Fatal(err)
@@ -170,7 +170,7 @@ func TestAbortAtEachPhase(t *testing.T) {
 			ctx, cancel := context.WithCancel(c.ctx)
 			defer cancel()
 			batches := 0
-			tr := &Transfer{
+			tr := &slotTransfer{
 				Slot: slot, MoveID: mv.MoveID, Source: srcC, Target: dstC, MaxBatchBytes: 8 << 10,
 				Journal: &failJournal{dir: c.dir, mv: mv, failAt: tc.failAt},
 				Progress: func(b, k int) {
@@ -200,11 +200,11 @@ func TestAbortAtEachPhase(t *testing.T) {
 					}
 				}
 			}
-			_, err = tr.Run(ctx, StepCopy)
+			_, err = tr.Run(ctx, stepCopy)
 			if err == nil {
 				t.Fatal("transfer succeeded; the injection did not happen")
 			}
-			if targetErr, err := Abort(c.ctx, slot, mv.MoveID, srcC, dstC); err != nil || targetErr != nil {
+			if targetErr, err := abortOnStores(c.ctx, slot, mv.MoveID, srcC, dstC); err != nil || targetErr != nil {
 				t.Fatalf("abort: %v / target %v", err, targetErr)
 			}
 			if _, err := c.dir.AbortMove(c.ctx, slot, mv.MoveID, "test "+tc.name, "test"); err != nil {
@@ -241,7 +241,7 @@ func TestLeaderFailoverCompletesPlan(t *testing.T) {
 	c := newCluster(t, 3)
 	a, stopA := c.startExecutor("a")
 	waitfor.Err(c.t, 30*time.Second, "a leads", func() error {
-		if !a.IsLeader() {
+		if !a.isLeader() {
 			return errors.New("not yet")
 		}
 		return nil
@@ -267,7 +267,7 @@ func TestLeaderFailoverCompletesPlan(t *testing.T) {
 	})
 	stopA()
 	c.waitPlan(p.ID, StateDone)
-	if !b.IsLeader() {
+	if !b.isLeader() {
 		t.Fatal("b did not take over")
 	}
 	snap, _ := c.dir.Snapshot(c.ctx)

@@ -205,8 +205,8 @@ func TestStoreLiesAbortsMove(t *testing.T) {
 				acked[string(k)] = v
 			}
 			src, dst := c.nodes["n1"], c.nodes["n3"]
-			srcReal, _ := c.pool.Client(src.addr)
-			dstReal, _ := c.pool.Client(dst.addr)
+			srcReal, _ := c.pool.client(src.addr)
+			dstReal, _ := c.pool.client(dst.addr)
 			srcL, dstL := &lyingStore{StoreClient: srcReal}, &lyingStore{StoreClient: dstReal}
 			tc.lie(srcL, dstL, keys)
 			var srcC, dstC slotdv1.StoreClient = srcL, dstL
@@ -221,7 +221,7 @@ func TestStoreLiesAbortsMove(t *testing.T) {
 				t.Fatal(err)
 			}
 			batches := 0
-			tr := &Transfer{
+			tr := &slotTransfer{
 				Slot: slot, MoveID: mv.MoveID, Source: srcC, Target: dstC, MaxBatchBytes: 8 << 10,
 				Journal: &failJournal{dir: c.dir, mv: mv}, Verify: true, Fresh: true,
 				Progress: func(int, int) {
@@ -238,14 +238,14 @@ func TestStoreLiesAbortsMove(t *testing.T) {
 					}
 				},
 			}
-			_, err = tr.Run(c.ctx, StepCopy)
+			_, err = tr.Run(c.ctx, stepCopy)
 			if !srcL.didFire() && !dstL.didFire() {
 				t.Fatalf("the lie was never told (transfer: %v)", err)
 			}
 			if !errors.Is(err, ErrStoreLied) {
 				t.Fatalf("transfer: %v, want ErrStoreLied", err)
 			}
-			if Retryable(err) {
+			if retryable(err) {
 				t.Errorf("a lying store's error is retryable: %v", err)
 			}
 			msg := err.Error()
@@ -255,7 +255,7 @@ func TestStoreLiesAbortsMove(t *testing.T) {
 				}
 			}
 
-			if targetErr, err := Abort(c.ctx, slot, mv.MoveID, srcReal, dstReal); err != nil || targetErr != nil {
+			if targetErr, err := abortOnStores(c.ctx, slot, mv.MoveID, srcReal, dstReal); err != nil || targetErr != nil {
 				t.Fatalf("abort: %v / target %v", err, targetErr)
 			}
 			if _, err := c.dir.AbortMove(c.ctx, slot, mv.MoveID, "store lied: "+msg, "test"); err != nil {

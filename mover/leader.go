@@ -59,9 +59,8 @@ type ExecutorConfig struct {
 	// near-empty: its copy is one small batch, so several share the
 	// window. A slot's size is the larger of the plan's estimate and what
 	// its donor reports when the window starts (a donor that does not
-	// answer makes its slots count as holding data). Default
-	// DefaultSmallSlotBytes; negative: every slot holding any byte is
-	// data.
+	// answer makes its slots count as holding data). Default 256 KiB;
+	// negative: every slot holding any byte is data.
 	SmallSlotBytes int64
 	// DisableLiveness stops the leader from running the directory's
 	// liveness loop (which marks nodes down); tests whose nodes send no
@@ -96,11 +95,11 @@ const MaxParallelism = 64
 // commit.
 const DefaultParallelism = 12
 
-// DefaultSmallSlotBytes is ExecutorConfig.SmallSlotBytes's default: a
+// defaultSmallSlotBytes is ExecutorConfig.SmallSlotBytes's default: a
 // quarter of the default export batch. A window of near-empty slots
 // then asks a donor for at most DefaultParallelism x 256 KiB of scans at
 // once, and their bytes still pass the donor's throttle.
-const DefaultSmallSlotBytes = 256 << 10
+const defaultSmallSlotBytes = 256 << 10
 
 // MoveProgress is the live state of a move being executed.
 type MoveProgress struct {
@@ -185,7 +184,7 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 		cfg.Parallelism = DefaultParallelism
 	}
 	if cfg.SmallSlotBytes == 0 {
-		cfg.SmallSlotBytes = DefaultSmallSlotBytes
+		cfg.SmallSlotBytes = defaultSmallSlotBytes
 	}
 	if cfg.Parallelism < 1 || cfg.Parallelism > MaxParallelism {
 		return nil, fmt.Errorf("%w: parallelism %d is not in 1-%d", ErrInvalid, cfg.Parallelism, MaxParallelism)
@@ -208,8 +207,8 @@ func (e *Executor) backoff() *backoff.Backoff {
 	return &backoff.Backoff{Initial: e.cfg.Backoff, Max: 5 * time.Second, Jitter: 0.5}
 }
 
-// IsLeader reports whether this executor currently leads.
-func (e *Executor) IsLeader() bool { return e.leader.Load() }
+// isLeader reports whether this executor currently leads.
+func (e *Executor) isLeader() bool { return e.leader.Load() }
 
 // Leader returns the name of the current leader, "" when there is none.
 func (e *Executor) Leader(ctx context.Context) (string, error) {
@@ -381,7 +380,7 @@ func (e *Executor) setThrottle(ctx context.Context, bps int64) {
 		if !ok {
 			continue
 		}
-		if c, err := e.cfg.Stores.Client(n.Addr); err == nil {
+		if c, err := e.cfg.Stores.client(n.Addr); err == nil {
 			if _, err := c.SetExportRate(ctx, &slotdv1.SetExportRateRequest{BytesPerSecond: uint64(bps)}); err != nil {
 				e.lg.Warn("set export rate on source", "node", n.ID, "err", err)
 			}

@@ -103,7 +103,7 @@ func serveLies(t *testing.T, l *lyingStore) string {
 
 // storeAt is the cluster's StorePool client of addr.
 func storeAt(t *testing.T, c *cluster, addr string) slotdv1.StoreClient {
-	sc, err := c.pool.Client(addr)
+	sc, err := c.pool.client(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestExecutorAbortsOnLyingSource(t *testing.T) {
 	c.addNode("n3")
 	foreign := []byte("{planted}:key")
 	src := c.nodes["n1"]
-	srcStore, err := c.pool.Client(src.addr)
+	srcStore, err := c.pool.client(src.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestExecutorAbortsOnLyingSource(t *testing.T) {
 	if err := c.put(c.ctx, keys[0], []byte("after")); err != nil {
 		t.Fatalf("write after abort: %v", err)
 	}
-	dst, err := c.pool.Client(c.nodes["n3"].addr)
+	dst, err := c.pool.client(c.nodes["n3"].addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func freshLoad(rep, fresh planner.NodeLoad, rated bool) planner.NodeLoad {
 // measuredNote says which nodes a plan measured by their stores' answers
 // alone, and whose answers it could not use and why; "" when none.
 // rated lists the nodes whose answers carried their rates.
-func measuredNote(filled, rated []string, unknown *SizesUnknownError) string {
+func measuredNote(filled, rated []string, unknown *sizesUnknownError) string {
 	var parts []string
 	var withRates, sizesOnly []string
 	for _, id := range filled {

@@ -44,7 +44,7 @@ func TestStatsLoad(t *testing.T) {
 		{"a slot out of range", []*slotdv1.SlotStat{stat(slots.Count, 1, 1, 0)}, nil, false, "out of range"},
 		{"a slot twice", []*slotdv1.SlotStat{stat(3, 1, 10, 0), stat(3, 1, 10, 0)}, nil, false, "twice"},
 		{"more keys than bytes", []*slotdv1.SlotStat{stat(3, 11, 10, 0)}, nil, false, "11 keys in 10 bytes"},
-		{"an absurd size", []*slotdv1.SlotStat{stat(3, 1, MaxSlotBytes+1, 0)}, nil, false, "more than"},
+		{"an absurd size", []*slotdv1.SlotStat{stat(3, 1, maxSlotBytes+1, 0)}, nil, false, "more than"},
 		{"a rate that is not a number", []*slotdv1.SlotStat{stat(3, 1, 10, math.NaN())}, nil, false, "writes per second"},
 		{"a negative rate", []*slotdv1.SlotStat{stat(3, 1, 10, -1)}, nil, false, "writes per second"},
 	}

@@ -47,7 +47,7 @@ type runningMove struct {
 	src, dst storeEnd
 	// step is where the next transfer starts; fresh says the move was
 	// just begun, so the target holds nothing of it.
-	step  Step
+	step  transferStep
 	fresh bool
 	// beside fences the source beside the import of a copy of one small
 	// batch. A one-move plan (`slotctl move`) is timed end to end, with
@@ -65,7 +65,7 @@ type runningMove struct {
 // runMove runs move i of plan p; g aborts it if the plan is stopped with
 // abort requested. Moves of one window run it concurrently.
 func (e *Executor) runMove(ctx context.Context, snap *directory.Snapshot, p *Plan, i int, g *planGuard) error {
-	m := &runningMove{e: e, p: p, i: i, g: g, step: StepCopy, beside: len(p.Moves) == 1}
+	m := &runningMove{e: e, p: p, i: i, g: g, step: stepCopy, beside: len(p.Moves) == 1}
 	return m.run(ctx, snap)
 }
 
@@ -190,7 +190,7 @@ func (m *runningMove) begin(ctx context.Context, id string) (bool, error) {
 		Slot: m.slot, From: pm.From, To: pm.To, MoveID: id, PlanID: p.ID, Index: m.i, Reason: pm.Reason, By: "mover/" + e.cfg.Name,
 	})
 	if err == nil {
-		m.mv, m.step, m.fresh = *mv, StepCopy, true
+		m.mv, m.step, m.fresh = *mv, stepCopy, true
 		return true, nil
 	}
 	if !errors.Is(err, directory.ErrPrecondition) && !errors.Is(err, directory.ErrNotFound) && !errors.Is(err, directory.ErrInvalid) {
@@ -280,7 +280,7 @@ func (m *runningMove) drive(ctx context.Context) error {
 			}
 			continue
 		}
-		if Retryable(err) || Retryable(rerr) {
+		if retryable(err) || retryable(rerr) {
 			if giveUp.IsZero() {
 				giveUp = time.Now().Add(e.cfg.MoveRetryFor)
 			}
@@ -300,7 +300,7 @@ func (m *runningMove) drive(ctx context.Context) error {
 // attempt runs the transfer once from m.step, guarded: the plan's guard
 // cancels it, until it fences, when the plan stops with abort requested.
 // stopped says it was cancelled so.
-func (m *runningMove) attempt(ctx context.Context) (res Result, stopped bool, err error) {
+func (m *runningMove) attempt(ctx context.Context) (res transferResult, stopped bool, err error) {
 	moveCtx, cancelMove := context.WithCancel(ctx)
 	var fencing atomic.Bool
 	unguard := m.g.add(&fencing, cancelMove)
@@ -336,14 +336,14 @@ func (m *runningMove) pause(ctx context.Context, reason string) error {
 	return m.e.plans.pause(ctx, m.p, reason)
 }
 
-func stepOf(ph directory.Phase) Step {
+func stepOf(ph directory.Phase) transferStep {
 	switch ph {
 	case directory.PhaseFenced:
-		return StepFenced
+		return stepFenced
 	case directory.PhaseCatchup:
-		return StepCatchUp
+		return stepCatchUp
 	}
-	return StepCopy
+	return stepCopy
 }
 
 // endpoints returns the Store clients of a move's source and target.
@@ -356,7 +356,7 @@ func (e *Executor) endpoints(snap *directory.Snapshot, from, to string) (src, ds
 		if !ok {
 			return src, dst, fmt.Errorf("%w: node %s is not registered", ErrPrecondition, x.id)
 		}
-		c, err := e.cfg.Stores.Client(n.Addr)
+		c, err := e.cfg.Stores.client(n.Addr)
 		if err != nil {
 			return src, dst, err
 		}
@@ -368,7 +368,7 @@ func (e *Executor) endpoints(snap *directory.Snapshot, from, to string) (src, ds
 // transfer runs the protocol for the move from m.step, journaling its
 // phases in the directory and its progress in InFlight and the metrics;
 // fencing is set once the source may be fenced.
-func (m *runningMove) transfer(ctx context.Context, fencing *atomic.Bool) (Result, error) {
+func (m *runningMove) transfer(ctx context.Context, fencing *atomic.Bool) (transferResult, error) {
 	e, mv := m.e, m.mv
 	prog := &MoveProgress{PlanID: mv.PlanID, MoveID: mv.MoveID, Slot: mv.Slot.Int(), From: mv.From, To: mv.To, Phase: string(mv.Phase), Started: time.Now()}
 	e.mu.Lock()
@@ -381,17 +381,17 @@ func (m *runningMove) transfer(ctx context.Context, fencing *atomic.Bool) (Resul
 	}()
 	// A copy of a slot holding data waits for its donor (window.go).
 	copied := func() {}
-	if m.step == StepCopy {
+	if m.step == stepCopy {
 		release, err := e.gates.acquire(ctx, mv)
 		if err != nil {
-			return Result{}, err
+			return transferResult{}, err
 		}
 		copied = release
 	}
 	defer copied()
 	var fencedAt time.Time
-	j := &journal{e: e, mv: mv, prog: prog, fencing: fencing}
-	t := &Transfer{
+	j := &moveJournal{e: e, mv: mv, prog: prog, fencing: fencing}
+	t := &slotTransfer{
 		Slot: mv.Slot, MoveID: mv.MoveID, Source: m.src.c, Target: m.dst.c,
 		Rate: e.rate(ctx), Journal: j, Verify: e.cfg.Verify, Fresh: m.fresh, FenceBeside: m.beside,
 		Progress: func(b, k int) {
@@ -420,8 +420,8 @@ func (m *runningMove) transfer(ctx context.Context, fencing *atomic.Bool) (Resul
 	return res, err
 }
 
-// journal records a move's phases in the directory.
-type journal struct {
+// moveJournal records a move's phases in the directory.
+type moveJournal struct {
 	e           *Executor
 	mv          directory.Move
 	prog        *MoveProgress
@@ -429,13 +429,13 @@ type journal struct {
 	committedAt time.Time
 }
 
-func (j *journal) setPhase(p string) {
+func (j *moveJournal) setPhase(p string) {
 	j.e.mu.Lock()
 	j.prog.Phase = p
 	j.e.mu.Unlock()
 }
 
-func (j *journal) CatchingUp(ctx context.Context) error {
+func (j *moveJournal) CatchingUp(ctx context.Context) error {
 	j.setPhase(string(directory.PhaseCatchup))
 	_, err := j.e.dir.AdvanceMove(ctx, j.mv.Slot, j.mv.MoveID, directory.PhaseCatchup)
 	return err
@@ -447,9 +447,9 @@ func (j *journal) CatchingUp(ctx context.Context) error {
 // fenced: the guard no longer aborts the move, and its aborts unfence as
 // for a recorded fence. A mover that dies in between leaves the move in
 // its earlier phase; the next resumes it (fencing again is idempotent) or
-// aborts it (Abort unfences first), and the source's reconciliation lifts
+// aborts it (abortOnStores unfences first), and the source's reconciliation lifts
 // a fence that no move in flight explains.
-func (j *journal) Fencing(ctx context.Context) error {
+func (j *moveJournal) Fencing(ctx context.Context) error {
 	j.fencing.Store(true)
 	j.setPhase(string(directory.PhaseFenced))
 	return nil
@@ -457,7 +457,7 @@ func (j *journal) Fencing(ctx context.Context) error {
 
 // Commit ends the move with the target as owner and records the fence;
 // the same transaction stores the move's result with what res copied.
-func (j *journal) Commit(ctx context.Context, res Result) (uint64, error) {
+func (j *moveJournal) Commit(ctx context.Context, res transferResult) (uint64, error) {
 	v, err := j.e.dir.CommitFencedMove(ctx, j.mv.Slot, j.mv.MoveID, "mover/"+j.e.cfg.Name, directory.Copied{Bytes: res.Bytes, Keys: res.Keys})
 	j.committedAt = time.Now()
 	return v, err
@@ -465,7 +465,7 @@ func (j *journal) Commit(ctx context.Context, res Result) (uint64, error) {
 
 // committed records the committed move in its plan, hands the source's
 // clean-up to the cleaner and logs the move.
-func (m *runningMove) committed(res Result) {
+func (m *runningMove) committed(res transferResult) {
 	e, mv := m.e, m.mv
 	e.m.moves.WithLabelValues("committed").Inc()
 	e.lg.Info("slot moved", "slot", mv.Slot.Int(), "from", mv.From, "to", mv.To, "version", res.Version,

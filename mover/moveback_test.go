@@ -35,7 +35,7 @@ func TestMoveBackBeforeDrop(t *testing.T) {
 	if _, err := c.nodes["n2"].kv.Delete(c.ctx, &kvpb.DeleteRequest{Key: keys[0]}); err != nil {
 		t.Fatal(err)
 	}
-	n1, _ := c.pool.Client(c.nodes["n1"].addr)
+	n1, _ := c.pool.client(c.nodes["n1"].addr)
 	lateDrop := func() error {
 		_, err := n1.DropSlot(c.ctx, &slotdv1.DropSlotRequest{Slot: uint32(m.slot.Int()), Version: firstVersion, MoveId: first.MoveID})
 		return err
@@ -72,7 +72,7 @@ func TestMoveBackTakesOverRunningDrop(t *testing.T) {
 		}
 	}
 	first, v := m.move(t, "n1", "n2", nil)
-	n1, _ := c.pool.Client(c.nodes["n1"].addr)
+	n1, _ := c.pool.client(c.nodes["n1"].addr)
 	// A drop at 1 KB/s: it would take minutes.
 	if _, err := n1.DropSlot(c.ctx, &slotdv1.DropSlotRequest{Slot: uint32(m.slot.Int()), Version: v, MoveId: first.MoveID, RateBytesPerSecond: 1000}); err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestMoveBackTakesOverRunningDrop(t *testing.T) {
 	}
 }
 
-// slotMover moves one slot of a test cluster directly through a Transfer
+// slotMover moves one slot of a test cluster directly through a slotTransfer
 // (with checksum verify) and waits for the nodes to see the commit.
 type slotMover struct {
 	c    *cluster
@@ -124,15 +124,15 @@ func (m *slotMover) move(t *testing.T, from, to string, onBatch func()) (*direct
 		t.Fatal(err)
 	}
 	called := false
-	tr := &Transfer{Slot: m.slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c, Fresh: true, Verify: true,
-		Journal: &journal{e: m.e, mv: *mv, prog: &MoveProgress{}, fencing: new(atomic.Bool)},
+	tr := &slotTransfer{Slot: m.slot, MoveID: mv.MoveID, Source: src.c, Target: dst.c, Fresh: true, Verify: true,
+		Journal: &moveJournal{e: m.e, mv: *mv, prog: &MoveProgress{}, fencing: new(atomic.Bool)},
 		Progress: func(int, int) {
 			if !called && onBatch != nil {
 				called = true
 				onBatch()
 			}
 		}}
-	res, err := tr.Run(c.ctx, StepCopy)
+	res, err := tr.Run(c.ctx, stepCopy)
 	if err != nil {
 		t.Fatalf("move %s -> %s: %v", from, to, err)
 	}
@@ -154,7 +154,7 @@ func TestDropAfterRoundTrip(t *testing.T) {
 	c, m, keys := filledSlot(t)
 	m.move(t, "n1", "n2", nil)
 	back, v := m.move(t, "n2", "n1", nil)
-	n2, _ := c.pool.Client(c.nodes["n2"].addr)
+	n2, _ := c.pool.client(c.nodes["n2"].addr)
 	resp, err := n2.DropSlot(c.ctx, &slotdv1.DropSlotRequest{Slot: uint32(m.slot.Int()), Version: v, MoveId: back.MoveID})
 	if err != nil {
 		t.Fatalf("drop on n2 after the slot went back: %v", err)
@@ -183,7 +183,7 @@ func filledSlot(t *testing.T) (*cluster, *slotMover, [][]byte) {
 
 // noKeysOn reports, as an error, the keys of the slot left on node id.
 func (m *slotMover) noKeysOn(c *cluster, id string) error {
-	cl, err := c.pool.Client(c.nodes[id].addr)
+	cl, err := c.pool.client(c.nodes[id].addr)
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func (c *Control) MoveSlot(ctx context.Context, slot int, to, operator, reason s
 // written: MoveSlot then decides on fresh reads.
 func (c *Control) moveByLeader(ctx context.Context, s slots.Slot, to, operator, reason string) (p *Plan, err error, done bool) {
 	e := c.exec.Load()
-	if e == nil || !e.IsLeader() {
+	if e == nil || !e.isLeader() {
 		return nil, nil, false
 	}
 	snap := e.latest.Load()

@@ -47,7 +47,7 @@ type handoff struct {
 // says nothing was written, unless it is an etcd error.
 func (e *Executor) beginOneMove(ctx context.Context, p *Plan, data []byte, snap *directory.Snapshot, through int64) error {
 	lctx := e.leadCtx.Load()
-	if lctx == nil || !e.IsLeader() {
+	if lctx == nil || !e.isLeader() {
 		return errNotLeading
 	}
 	term := e.term.Load()

@@ -101,7 +101,7 @@ func TestPlansIdle(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Control{keep: DefaultKeepPlans, lg: testLogger()}
+			c := &Control{keep: defaultKeepPlans, lg: testLogger()}
 			tc.run(t, c)
 			through, ok := c.plansIdle()
 			if ok != tc.wantOK || through != tc.wantThrough {
@@ -121,7 +121,7 @@ func TestMoveSlotByLeader(t *testing.T) {
 		c.ctl.decodedMu.Lock()
 		watching := c.ctl.known.watchFrom > 0
 		c.ctl.decodedMu.Unlock()
-		return watching && e.IsLeader() && e.latest.Load() != nil
+		return watching && e.isLeader() && e.latest.Load() != nil
 	})
 	move := func(slot int, to string) (*Plan, *directory.Snapshot) {
 		t.Helper()

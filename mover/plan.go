@@ -34,9 +34,9 @@ const (
 // Active reports whether the state still has moves to run.
 func (s PlanState) Active() bool { return s == StateApplying || s == StatePaused }
 
-// Final reports whether the state can no longer change (but for a final
+// final reports whether the state can no longer change (but for a final
 // plan being marked rolled back).
-func (s PlanState) Final() bool {
+func (s PlanState) final() bool {
 	return s == StateDone || s == StateCancelled || s == StateRolledBack || s == StateFailed
 }
 

@@ -59,9 +59,9 @@ func NewStorePool(cfg PoolConfig) *StorePool {
 	return &StorePool{opts: opts, lg: lg, conns: map[string]*grpc.ClientConn{}}
 }
 
-// Client returns the Store client for addr. A transfer between two of its
+// client returns the Store client for addr. A transfer between two of its
 // clients relays snapshot batches as bytes (see relay.go).
-func (p *StorePool) Client(addr string) (slotdv1.StoreClient, error) {
+func (p *StorePool) client(addr string) (slotdv1.StoreClient, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if cc, ok := p.conns[addr]; ok {
@@ -91,10 +91,10 @@ func (p *StorePool) Close() error {
 // answer counts only for the slots the node owns (a left copy being
 // dropped, or an import in progress, is not the slot's size), and an
 // answer that makes no sense (a slot out of range or listed twice, more
-// keys than bytes, a slot of more than MaxSlotBytes, a rate that is not a
+// keys than bytes, a slot of more than 1 PiB, a rate that is not a
 // number >= 0) is ignored whole, as a node that could not be asked. When
 // any node's answer is missing, Stats.Bytes is nil and the error is a
-// *SizesUnknownError naming every such node with its reason: a plan made
+// *sizesUnknownError naming every such node with its reason: a plan made
 // with a node's sizes missing would think its slots free. Stats.Nodes
 // still holds the nodes that answered.
 func (p *StorePool) SlotStats(ctx context.Context, snap *directory.Snapshot) (*Stats, error) {
@@ -102,7 +102,7 @@ func (p *StorePool) SlotStats(ctx context.Context, snap *directory.Snapshot) (*S
 	owners := snap.Owners()
 	counts := snap.Counts()
 	var mu sync.Mutex // guards out and unknown
-	unknown := &SizesUnknownError{Reasons: map[string]string{}}
+	unknown := &sizesUnknownError{Reasons: map[string]string{}}
 	var g errgroup.Group
 	g.SetLimit(8)
 	for _, n := range snap.Nodes {
@@ -110,7 +110,7 @@ func (p *StorePool) SlotStats(ctx context.Context, snap *directory.Snapshot) (*S
 			continue
 		}
 		g.Go(func() error {
-			c, err := p.Client(n.Addr)
+			c, err := p.client(n.Addr)
 			var resp *slotdv1.SlotStatsResponse
 			if err == nil {
 				resp, err = c.SlotStats(ctx, &slotdv1.SlotStatsRequest{})
@@ -152,9 +152,9 @@ func (p *StorePool) SlotStats(ctx context.Context, snap *directory.Snapshot) (*S
 	return out, nil
 }
 
-// MaxSlotBytes is the largest slot size a store's answer may give: more is
+// maxSlotBytes is the largest slot size a store's answer may give: more is
 // a store that lies (a petabyte in one of 16,384 slots).
-const MaxSlotBytes = 1 << 50
+const maxSlotBytes = 1 << 50
 
 // statsLoad is node id's answer as a load: the slots it owns, with their
 // keys, bytes and request rates. rated says the answer carried every
@@ -178,8 +178,8 @@ func statsLoad(resp *slotdv1.SlotStatsResponse, id string, owners []string) (nl 
 			return nl, false, fmt.Errorf("its answer names slot %d, out of range 0-%d", s, slots.Count-1)
 		case seen.Contains(slots.MustNew(int(s))):
 			return nl, false, fmt.Errorf("its answer lists slot %d twice", s)
-		case st.GetBytes() > MaxSlotBytes:
-			return nl, false, fmt.Errorf("its answer gives slot %d %d bytes, more than %d", s, st.GetBytes(), uint64(MaxSlotBytes))
+		case st.GetBytes() > maxSlotBytes:
+			return nl, false, fmt.Errorf("its answer gives slot %d %d bytes, more than %d", s, st.GetBytes(), uint64(maxSlotBytes))
 		case st.GetKeys() > st.GetBytes():
 			return nl, false, fmt.Errorf("its answer gives slot %d %d keys in %d bytes", s, st.GetKeys(), st.GetBytes())
 		case !isRate(w):
@@ -211,10 +211,10 @@ type Stats struct {
 	Rated []string
 }
 
-// SizesOn returns the bytes node addr holds of each of ss (a slot it
+// sizesOn returns the bytes node addr holds of each of ss (a slot it
 // holds nothing of is absent), in one SlotStats call.
-func (p *StorePool) SizesOn(ctx context.Context, addr string, ss []uint32) (map[uint32]int64, error) {
-	c, err := p.Client(addr)
+func (p *StorePool) sizesOn(ctx context.Context, addr string, ss []uint32) (map[uint32]int64, error) {
+	c, err := p.client(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -229,8 +229,8 @@ func (p *StorePool) SizesOn(ctx context.Context, addr string, ss []uint32) (map[
 	return out, nil
 }
 
-// SizesUnknownError names the nodes whose slot sizes could not be read.
-type SizesUnknownError struct {
+// sizesUnknownError names the nodes whose slot sizes could not be read.
+type sizesUnknownError struct {
 	Nodes []string // sorted
 	// Reasons says, by node, why an answer was ignored (it made no
 	// sense); a node that did not answer has none (Err says why).
@@ -238,10 +238,10 @@ type SizesUnknownError struct {
 	Err     error // the first node's error
 }
 
-func (e *SizesUnknownError) Error() string {
+func (e *sizesUnknownError) Error() string {
 	return fmt.Sprintf("slot sizes unknown for %s: %v", strings.Join(e.Nodes, ", "), e.Err)
 }
 
-func (e *SizesUnknownError) Unwrap() error { return e.Err }
+func (e *sizesUnknownError) Unwrap() error { return e.Err }
 
 var _ SizeSource = (*StorePool)(nil)

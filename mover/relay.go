@@ -63,7 +63,7 @@ func (c poolClient) conn() grpc.ClientConnInterface { return c.cc }
 // the copy. Imports are still answered, counted and applied in order: the
 // target applies a batch sent ahead only after its predecessor, and the
 // copy ends at the answer of the done batch's import, the last in flight.
-func (t *Transfer) relayCopy(ctx context.Context, src, dst grpc.ClientConnInterface, cursor []byte, res *Result) error {
+func (t *slotTransfer) relayCopy(ctx context.Context, src, dst grpc.ClientConnInterface, cursor []byte, res *transferResult) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	mergeLimit := maxRelayImportBytes

@@ -231,8 +231,8 @@ func TestRelayPipelinesOnlyWhenTargetWaits(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			srcReal, _ := c.pool.Client(c.nodes["n1"].addr)
-			dstReal, _ := c.pool.Client(c.nodes["n3"].addr)
+			srcReal, _ := c.pool.client(c.nodes["n1"].addr)
+			dstReal, _ := c.pool.client(c.nodes["n3"].addr)
 			rec := &importRecorder{StoreClient: dstReal, old: old, third: make(chan struct{})}
 			srcC := storeAt(t, c, serveLies(t, &lyingStore{StoreClient: srcReal}))
 			dstC := storeAt(t, c, serveLies(t, &lyingStore{StoreClient: rec}))
@@ -240,11 +240,11 @@ func TestRelayPipelinesOnlyWhenTargetWaits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr := &Transfer{
+			tr := &slotTransfer{
 				Slot: slot, MoveID: mv.MoveID, Source: srcC, Target: dstC, MaxBatchBytes: 8 << 10,
 				Journal: &failJournal{dir: c.dir, mv: mv}, Verify: true, Fresh: true,
 			}
-			res, err := tr.Run(c.ctx, StepCopy)
+			res, err := tr.Run(c.ctx, stepCopy)
 			if err != nil {
 				t.Fatalf("transfer: %v", err)
 			}

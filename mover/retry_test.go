@@ -109,7 +109,7 @@ func TestLostCaptureRestartsCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := copying(t, e, slot)
-	src, err := c.pool.Client(c.nodes["n1"].addr)
+	src, err := c.pool.client(c.nodes["n1"].addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/slotd/slotd/slots"
 )
 
-// DefaultRollbackWait is ControlConfig.RollbackWait's default.
-const DefaultRollbackWait = 30 * time.Second
+// defaultRollbackWait is ControlConfig.RollbackWait's default.
+const defaultRollbackWait = 30 * time.Second
 
 // settled waits, up to c.rollbackWait, until no move of plan id is in
 // flight, and returns the table then. A plan just cancelled or paused can
@@ -131,7 +131,7 @@ func (c *Control) reverse(ctx context.Context, old *Plan, snap *directory.Snapsh
 		return nil, fmt.Errorf("rollback: %w", err)
 	}
 	p.Throttle = throttle
-	p.Estimate = planner.Estimate(p.TotalBytes, len(p.Moves), throttle, PerMoveEstimate)
+	p.Estimate = planner.Estimate(p.TotalBytes, len(p.Moves), throttle, perMoveEstimate)
 	if err := c.undoEdits(ctx, snap, old, operator); err != nil {
 		return nil, fmt.Errorf("rollback: %w", err)
 	}

@@ -15,7 +15,7 @@ import (
 // schedMove is one move of TestSchedulerDonorRule's plan.
 type schedMove struct {
 	from string
-	data bool // holds more than DefaultSmallSlotBytes
+	data bool // holds more than defaultSmallSlotBytes
 }
 
 // TestSchedulerDonorRule runs a plan at the default parallelism and

@@ -24,9 +24,9 @@ var (
 	ErrCaptureLost = errors.New("mover: source lost the slot's change capture")
 )
 
-// Journal records a move's progress in the directory. The executor
+// journal records a move's progress in the directory. The executor
 // implements it over the directory; each call is one etcd transaction.
-type Journal interface {
+type journal interface {
 	// CatchingUp records that the copy is done and catch-up starts. It is
 	// informational (status shows it); recovery treats it like the copy.
 	CatchingUp(ctx context.Context) error
@@ -37,24 +37,24 @@ type Journal interface {
 	// Commit names the target as the slot's owner, recording what res
 	// copied in the same transaction, and returns the new directory
 	// version. It is called only with the source fenced and drained.
-	Commit(ctx context.Context, res Result) (uint64, error)
+	Commit(ctx context.Context, res transferResult) (uint64, error)
 }
 
-// Step names where a transfer starts: a fresh move, or a move a previous
+// transferStep names where a transfer starts: a fresh move, or a move a previous
 // leader left at some phase.
-type Step int
+type transferStep int
 
 // Steps, in order.
 const (
-	StepCopy Step = iota
-	StepCatchUp
-	StepFenced
+	stepCopy transferStep = iota
+	stepCatchUp
+	stepFenced
 )
 
-// Transfer moves one slot's data from a source store node to a target and
+// slotTransfer moves one slot's data from a source store node to a target and
 // hands ownership over. It is the protocol of DESIGN "Moving one slot":
-// copy, catch-up, fence, drain, verify, commit. A Transfer is used once.
-type Transfer struct {
+// copy, catch-up, fence, drain, verify, commit. A slotTransfer is used once.
+type slotTransfer struct {
 	Slot   slots.Slot
 	MoveID string
 	Source slotdv1.StoreClient
@@ -62,7 +62,7 @@ type Transfer struct {
 	// Rate is the donor byte rate for this move (0: unlimited).
 	Rate uint64
 	// Journal records phases in the directory.
-	Journal Journal
+	Journal journal
 	// Verify compares source and target checksums after the drain, inside
 	// the fence. It costs a scan of the slot on both sides.
 	Verify bool
@@ -121,7 +121,7 @@ const fenceBesideBytes = 64 << 10
 // stops are captured and drained after the import, as after any fence;
 // the journal hears of the fence first (Fencing), so that an import that
 // fails unfences the source. Run waits for the Fence in every case.
-func (t *Transfer) fenceBeside(ctx context.Context) error {
+func (t *slotTransfer) fenceBeside(ctx context.Context) error {
 	if err := t.Journal.Fencing(ctx); err != nil {
 		return fmt.Errorf("record fencing: %w", err)
 	}
@@ -139,22 +139,22 @@ func (t *Transfer) fenceBeside(ctx context.Context) error {
 // oneSmallBatch reports whether the copy fences the source beside the
 // import of batch seq (done or not, of size bytes) of a copy from cursor:
 // asked to (FenceBeside), and the batch is the whole snapshot, small.
-func (t *Transfer) oneSmallBatch(cursor []byte, seq uint64, done bool, bytes int) bool {
+func (t *slotTransfer) oneSmallBatch(cursor []byte, seq uint64, done bool, bytes int) bool {
 	return t.FenceBeside && len(cursor) == 0 && seq == 1 && done && bytes <= fenceBesideBytes
 }
 
-// Result is what a finished transfer did.
-type Result struct {
+// transferResult is what a finished transfer did.
+type transferResult struct {
 	Version uint64 // directory version of the commit
 	Bytes   int64  // key and value bytes applied on the target
 	Keys    int64
 }
 
 // Run carries the transfer from step to commit. On error nothing is
-// committed; the caller aborts the move (see Abort) or retries Run from the
+// committed; the caller aborts the move (see abortOnStores) or retries Run from the
 // phase the journal recorded.
-func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
-	var res Result
+func (t *slotTransfer) Run(ctx context.Context, from transferStep) (transferResult, error) {
+	var res transferResult
 	if t.CatchUpBacklog == 0 {
 		t.CatchUpBacklog = 64
 	}
@@ -168,7 +168,7 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 		}
 	}()
 	st := &slotdv1.ImportStatusResponse{}
-	if !t.Fresh || from != StepCopy {
+	if !t.Fresh || from != stepCopy {
 		var err error
 		st, err = t.Target.ImportStatus(ctx, &slotdv1.ImportStatusRequest{Slot: t.slot(), MoveId: t.MoveID})
 		if err != nil {
@@ -176,7 +176,7 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 		}
 	}
 	t.batchSeq, t.lastChange = st.LastBatchSeq, max(st.LastChangeSeq, st.SnapshotSeq)
-	if from == StepCopy && !st.SnapshotDone {
+	if from == stepCopy && !st.SnapshotDone {
 		if err := t.copy(ctx, st.Cursor, &res); err != nil {
 			return res, err
 		}
@@ -184,7 +184,7 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 	if t.Copied != nil {
 		t.Copied()
 	}
-	if from <= StepCatchUp {
+	if from <= stepCatchUp {
 		// A copy of one batch took about a round trip: the writes it
 		// missed are few, and the drain under the fence takes them. A
 		// round of catch-up first would cost one more RPC for nothing (an
@@ -249,7 +249,7 @@ func (t *Transfer) Run(ctx context.Context, from Step) (Result, error) {
 	return res, nil
 }
 
-func (t *Transfer) slot() uint32 { return uint32(t.Slot.Int()) }
+func (t *slotTransfer) slot() uint32 { return uint32(t.Slot.Int()) }
 
 // wireRate is a donor rate (0: unlimited) as an ExportRequest carries it,
 // where 0 leaves the node's rate unchanged and unlimited is said
@@ -268,7 +268,7 @@ func wireRate(bps uint64) uint64 {
 // Receiving (and checking) the next batch overlaps with importing the
 // current one: the source's scan, this process and the target's apply
 // then run at once instead of in turn.
-func (t *Transfer) copy(ctx context.Context, cursor []byte, res *Result) error {
+func (t *slotTransfer) copy(ctx context.Context, cursor []byte, res *transferResult) error {
 	if src, ok := t.Source.(relayConn); ok {
 		if dst, ok := t.Target.(relayConn); ok {
 			return t.relayCopy(ctx, src.conn(), dst.conn(), cursor, res)
@@ -345,7 +345,7 @@ func (t *Transfer) copy(ctx context.Context, cursor []byte, res *Result) error {
 // catchUp replays rounds of changes until the backlog left after a round is
 // small, or the rounds run out (writes outpacing the copy): the drain after
 // the fence takes the rest.
-func (t *Transfer) catchUp(ctx context.Context, res *Result) error {
+func (t *slotTransfer) catchUp(ctx context.Context, res *transferResult) error {
 	for round := 0; round < t.MaxCatchUpRounds; round++ {
 		high, err := t.changes(ctx, res)
 		if err != nil {
@@ -367,7 +367,7 @@ func (t *Transfer) catchUp(ctx context.Context, res *Result) error {
 // changes replays one round of the source's captured changes: everything
 // captured when the call started. It returns the newest change sequence the
 // source reported.
-func (t *Transfer) changes(ctx context.Context, res *Result) (high uint64, err error) {
+func (t *slotTransfer) changes(ctx context.Context, res *transferResult) (high uint64, err error) {
 	stream, err := t.Source.Changes(ctx, &slotdv1.ChangesRequest{
 		Slot: t.slot(), MoveId: t.MoveID, AfterSeq: t.lastChange, MaxBatchBytes: t.MaxBatchBytes,
 	})
@@ -410,7 +410,7 @@ func (t *Transfer) changes(ctx context.Context, res *Result) (high uint64, err e
 // checkKeys refuses a batch holding a key of another slot: a store that
 // sends one is broken or hostile, and importing it would plant data the
 // target does not own.
-func (t *Transfer) checkKeys(entries []*slotdv1.Entry, changes []*slotdv1.Change) error {
+func (t *slotTransfer) checkKeys(entries []*slotdv1.Entry, changes []*slotdv1.Change) error {
 	for _, e := range entries {
 		if s := slots.ForKey(e.Key); s != t.Slot {
 			return fmt.Errorf("%w: export of slot %d carried key %q of slot %d", ErrStoreLied, t.Slot.Int(), e.Key, s.Int())
@@ -426,7 +426,7 @@ func (t *Transfer) checkKeys(entries []*slotdv1.Entry, changes []*slotdv1.Change
 
 // verify compares the slot's digest on both sides; the source is fenced
 // and drained, so they must be equal.
-func (t *Transfer) verify(ctx context.Context) error {
+func (t *slotTransfer) verify(ctx context.Context) error {
 	a, err := t.Source.Checksum(ctx, &slotdv1.ChecksumRequest{Slot: t.slot()})
 	if err != nil {
 		return classify("checksum on source", err)
@@ -442,7 +442,7 @@ func (t *Transfer) verify(ctx context.Context) error {
 	return nil
 }
 
-func (t *Transfer) account(res *Result, bytes, keys int) {
+func (t *slotTransfer) account(res *transferResult, bytes, keys int) {
 	res.Bytes += int64(bytes)
 	res.Keys += int64(keys)
 	if t.Progress != nil {

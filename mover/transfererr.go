@@ -24,10 +24,10 @@ func classify(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// Retryable reports whether a failed transfer may succeed if run again from
+// retryable reports whether a failed transfer may succeed if run again from
 // the journal's phase: the failure was the network, a node or etcd being
 // away.
-func Retryable(err error) bool {
+func retryable(err error) bool {
 	if err == nil || errors.Is(err, ErrStoreLied) || errors.Is(err, ErrCaptureLost) {
 		return false
 	}

@@ -22,7 +22,7 @@ const windowBatch = 64
 // throttle); its catch-up, fence, drain and commit are small reads and
 // directory round trips. So a donor's data moves wait at the donor's gate
 // before their copy (donorGates.acquire, from the move's transfer) and
-// pass it on when their copy is over (Transfer.Copied), and the window
+// pass it on when their copy is over (slotTransfer.Copied), and the window
 // keeps the donor's next data move begun and waiting at the gate
 // (readyPerDonor): its directory round trips are then no gap in the
 // donor's copy, which stays continuous under the throttle. Near-empty
@@ -215,7 +215,7 @@ func (e *Executor) nearEmpty(ctx context.Context, snap *directory.Snapshot, p *P
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sizes, err := e.cfg.Stores.SizesOn(ctx, nd.Addr, ss)
+			sizes, err := e.cfg.Stores.sizesOn(ctx, nd.Addr, ss)
 			if err != nil {
 				e.lg.Warn("donor's slot sizes unknown; its slots count as holding data", "node", donor, "err", err)
 				return
