@@ -177,8 +177,8 @@ func BenchmarkMoveThroughput(b *testing.B) {
 	}
 }
 
-// BenchmarkRebalance3to4 is the whole plan of issue 6: 100,000 keys of
-// 100 bytes over three nodes, a writer running, a fourth node added and
+// BenchmarkRebalance3to4 is a whole rebalance onto a new node: 100,000
+// keys of 100 bytes over three nodes, a writer running, a fourth node added and
 // the full plan applied at the default (a window of DefaultParallelism,
 // one slot holding data per donor: every slot here is near-empty), one
 // move at a time, and at 4 to 64 in flight. It fails on a lost write, on

@@ -19,7 +19,7 @@ import (
 // donor at a time, the next starting once the previous is fenced) and
 // report the lowest and highest 1-s window and the worst deviation from
 // the setting (the first window, the token bucket's burst, and the last,
-// partial one left out); issue 19's target is every window within 5%.
+// partial one left out); the target is every window within 5%.
 // What decides it: the gaps between one move's copy and the next
 // (gap-p50-ms, gap-max-ms: the donor's idle time between Export streams;
 // the next data move begins at the previous one's fence and the bucket's

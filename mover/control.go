@@ -37,8 +37,9 @@ type SizeSource interface {
 	SlotStats(ctx context.Context, snap *directory.Snapshot) (*Stats, error)
 }
 
-// DefaultThrottle is the donor rate when the operator set none: seed 002's
-// "start at 50 MB/s and raise it while watching p99".
+// DefaultThrottle is the donor rate when the operator set none: start at
+// 50 MB/s, and raise it while the clients' p99 latency stays where it
+// should.
 const DefaultThrottle = 50_000_000
 
 // perMoveEstimate is the fixed cost of one move in time estimates.

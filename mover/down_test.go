@@ -45,9 +45,9 @@ func (c *cluster) markDown(id string) {
 	})
 }
 
-// TestDownNodeNeverGives (issue 16 item 8): no plan moves a slot out of a
-// down node, even one asked to drain (it stays down), the plan lists its
-// slots as blocked, and applying a plan made while the node was up is
+// TestDownNodeNeverGives: no plan moves a slot out of a down node, even
+// one asked to drain (it stays down), the plan lists its slots as
+// blocked, and applying a plan made while the node was up is
 // refused once it is down. On the old code the drain planned every slot of
 // the down node.
 func TestDownNodeNeverGives(t *testing.T) {

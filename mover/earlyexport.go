@@ -28,7 +28,8 @@ import (
 // data (or another move's progress) of a slot that has moved. A source
 // asked early for a move that then does not begin holds a capture that
 // nothing explains: the executor ends it (the cleaner), and failing that
-// the source's reconciliation does (guarantee 9).
+// the source's reconciliation does (a store drops what no owner or move
+// in flight explains).
 //
 // The early stream is opened the way the relay opens its export (relay.go:
 // on the source's connection, with the relay codec, which decodes anything

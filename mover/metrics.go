@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "slotd_mover_bytes_moved_total", Help: "Key and value bytes applied on move targets.",
 		}),
 		keysMoved: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "slotd_placement_keys_moved_total", Help: "Keys (and captured changes) applied on move targets: seed 002's placement.keys_moved.",
+			Name: "slotd_placement_keys_moved_total", Help: "Keys (and captured changes) applied on move targets: the keys that placement changes moved.",
 		}),
 		bytesRemaining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "slotd_mover_plan_bytes_remaining", Help: "Estimated bytes still to move in the active plan.",

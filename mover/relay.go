@@ -49,7 +49,7 @@ func (c poolClient) conn() grpc.ClientConnInterface { return c.cc }
 // back. A throttled copy merges up to a tenth of a second of its rate:
 // the target falls behind only when its commits are slow (a durable one
 // syncing), and importing batch by batch then left it behind for good
-// (bench item 5, slotkv durable, load 8-11: 20 MB/s windows 7.8 / 15.4 /
+// (bench/cmd/cluster's item 5, slotkv durable, load 8-11: 20 MB/s windows 7.8 / 15.4 /
 // 19.9 MB/s min / median / max batch by batch, 18.2 / 19.8 / 20.5 merged;
 // 5 MB/s 3.2 / 4.5 / 5.1 against 4.9 / 5.0 / 5.0), while a target that
 // keeps up still gets the throttle's 20 ms batches one by one.

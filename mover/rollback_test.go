@@ -11,10 +11,10 @@ import (
 	"github.com/slotd/slotd/slots"
 )
 
-// TestCancelThenRollbackExact is issue 16's must-show: `slotctl cancel`
-// followed at once by `slotctl rollback` must reverse every move of the
-// plan that committed, and nothing else, at parallelism 1 and 8, 20 times
-// in a row under writes. (The old executor built the rollback from a
+// TestCancelThenRollbackExact: `slotctl cancel` followed at once by
+// `slotctl rollback` must reverse every move of the plan that committed,
+// and nothing else, at parallelism 1 and 8, 20 times in a row under
+// writes. (The old executor built the rollback from a
 // progress record written at most every ProgressInterval and left
 // committed moves on their targets.)
 func TestCancelThenRollbackExact(t *testing.T) {

@@ -52,8 +52,8 @@ const (
 )
 
 // slotTransfer moves one slot's data from a source store node to a target and
-// hands ownership over. It is the protocol of DESIGN "Moving one slot":
-// copy, catch-up, fence, drain, verify, commit. A slotTransfer is used once.
+// hands ownership over by the single-slot move protocol: copy, catch-up,
+// fence, drain, verify, commit. A slotTransfer is used once.
 type slotTransfer struct {
 	Slot   slots.Slot
 	MoveID string

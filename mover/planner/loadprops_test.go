@@ -212,8 +212,8 @@ func TestProposeLoadModes(t *testing.T) {
 	}
 }
 
-// TestDownNodeBlocked (issue 16 item 8): no plan, in any mode, moves a slot
-// out of a down node; the plan lists its slots as blocked; Check refuses a
+// TestDownNodeBlocked: no plan, in any mode, moves a slot out of a down
+// node; the plan lists its slots as blocked; Check refuses a
 // pending move whose source has gone down. The old planner moved all 5,461.
 func TestDownNodeBlocked(t *testing.T) {
 	nodes := active("a", "b", "c", "d")
