@@ -87,12 +87,12 @@ const MaxParallelism = 64
 // of moves in flight, of which at most one per donor copies a slot
 // holding data. 12 hides the per-move round trips of near-empty slots
 // (their directory writes are group-committed) with the cutover pause
-// p99 within 20 ms: bench/cmd/cluster's item 3 on a quiet machine (load 1.5-2), 3 -> 4
-// nodes, 200,000 keys: at 16, 4.23 s (auto plan) and 6.31 s (4,096 slots)
-// with the pause p99 <= 25.6 ms; at 12, 4.87 s and 6.87 s with <= 18.1 ms;
-// at 8, 5.68 s and 8.38 s with <= 12.8 / 18.1 ms (Redis 7.8-12.1 s). More
-// fences at once queue their commits in etcd, and the pause is fence to
-// commit.
+// p99 within 20 ms: bench/cmd/cluster's item 3 on a quiet machine (load
+// 1.5-2), 3 -> 4 nodes, 200,000 keys: at 16, 4.23 s (auto plan) and
+// 6.31 s (4,096 slots) with the pause p99 <= 25.6 ms; at 12, 4.87 s and
+// 6.87 s with <= 18.1 ms; at 8, 5.68 s and 8.38 s with <= 12.8 / 18.1 ms
+// (Redis 7.8-12.1 s). More fences at once queue their commits in etcd,
+// and the pause is fence to commit.
 const DefaultParallelism = 12
 
 // defaultSmallSlotBytes is ExecutorConfig.SmallSlotBytes's default: a

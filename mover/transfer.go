@@ -40,8 +40,8 @@ type journal interface {
 	Commit(ctx context.Context, res transferResult) (uint64, error)
 }
 
-// transferStep names where a transfer starts: a fresh move, or a move a previous
-// leader left at some phase.
+// transferStep names where a transfer starts: a fresh move, or a move a
+// previous leader left at some phase.
 type transferStep int
 
 // Steps, in order.
@@ -51,9 +51,9 @@ const (
 	stepFenced
 )
 
-// slotTransfer moves one slot's data from a source store node to a target and
-// hands ownership over by the single-slot move protocol: copy, catch-up,
-// fence, drain, verify, commit. A slotTransfer is used once.
+// slotTransfer moves one slot's data from a source store node to a target
+// and hands ownership over by the single-slot move protocol: copy,
+// catch-up, fence, drain, verify, commit. A slotTransfer is used once.
 type slotTransfer struct {
 	Slot   slots.Slot
 	MoveID string
