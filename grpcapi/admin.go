@@ -350,6 +350,9 @@ func (s *AdminServer) Status(ctx context.Context, _ *slotdv1.StatusRequest) (*sl
 		pn = append(pn, nodeProto(n))
 	}
 	resp.Nodes = clusterstatus.SlotLines(pn, counts)
+	if resp.Replicas, err = s.replicaStatus(ctx, snap, nodes); err != nil {
+		return nil, toStatus(err)
+	}
 	return resp, nil
 }
 

@@ -16,6 +16,7 @@ func Policy() *auth.Policy {
 		Require("/slotd.v1.Admin/ListPlans", auth.RoleRead).
 		Require("/slotd.v1.Admin/History", auth.RoleRead).
 		Require("/slotd.v1.Admin/GetReplication", auth.RoleRead).
+		Require("/slotd.v1.Admin/ListReplicaSets", auth.RoleRead).
 		Require("/slotd.v1.Admin/RegisterNode", auth.RoleStore, auth.RoleAdmin).
 		Require("/slotd.v1.Admin/Heartbeat", auth.RoleStore).
 		Require("/slotd.v1.Load/Report", auth.RoleStore).

@@ -3558,7 +3558,9 @@ type StatusResponse struct {
 	// Every registered node with its share of the slots.
 	Nodes []*NodeLoad `protobuf:"bytes,6,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// The id of the slotd replica that answered.
-	Server        string `protobuf:"bytes,7,opt,name=server,proto3" json:"server,omitempty"`
+	Server string `protobuf:"bytes,7,opt,name=server,proto3" json:"server,omitempty"`
+	// The replication policy and how the slots' replica sets stand.
+	Replicas      *ReplicaStatus `protobuf:"bytes,20,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3640,6 +3642,13 @@ func (x *StatusResponse) GetServer() string {
 		return x.Server
 	}
 	return ""
+}
+
+func (x *StatusResponse) GetReplicas() *ReplicaStatus {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
 }
 
 // NodeLoad is one node's share of the slots.
@@ -3963,6 +3972,464 @@ func (x *HistoryResponse) GetNextSinceVersion() uint64 {
 	return 0
 }
 
+// ReplicaStatus is how the slots' replica sets stand against the policy.
+// Before the bootstrap only policy and zones are set.
+type ReplicaStatus struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Policy *ReplicationPolicy     `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// Slots whose in-sync replicas are fewer than rf, and fewer than
+	// min_isr; slots with learners being filled.
+	UnderReplicated uint32 `protobuf:"varint,2,opt,name=under_replicated,json=underReplicated,proto3" json:"under_replicated,omitempty"`
+	BelowMinIsr     uint32 `protobuf:"varint,3,opt,name=below_min_isr,json=belowMinIsr,proto3" json:"below_min_isr,omitempty"`
+	WithLearners    uint32 `protobuf:"varint,4,opt,name=with_learners,json=withLearners,proto3" json:"with_learners,omitempty"`
+	// Slots whose replicas do not sit in distinct zones: two in one zone, or
+	// one without a zone in a set of more than one. The directory refuses
+	// every change that would make one, so anything but 0 is a bug.
+	ZoneViolations uint32 `protobuf:"varint,5,opt,name=zone_violations,json=zoneViolations,proto3" json:"zone_violations,omitempty"`
+	// How many slots have their replicas in how many zones, fewest zones
+	// first (a node without a zone counts as a zone of its own).
+	ZoneSpread []*ZoneSpread `protobuf:"bytes,6,rep,name=zone_spread,json=zoneSpread,proto3" json:"zone_spread,omitempty"`
+	// Every registered node's replicas, sorted by node id.
+	Nodes []*NodeReplicas `protobuf:"bytes,7,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Zones that hold active nodes, sorted.
+	Zones         []string `protobuf:"bytes,8,rep,name=zones,proto3" json:"zones,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaStatus) Reset() {
+	*x = ReplicaStatus{}
+	mi := &file_slotdv1_admin_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaStatus) ProtoMessage() {}
+
+func (x *ReplicaStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaStatus.ProtoReflect.Descriptor instead.
+func (*ReplicaStatus) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ReplicaStatus) GetPolicy() *ReplicationPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *ReplicaStatus) GetUnderReplicated() uint32 {
+	if x != nil {
+		return x.UnderReplicated
+	}
+	return 0
+}
+
+func (x *ReplicaStatus) GetBelowMinIsr() uint32 {
+	if x != nil {
+		return x.BelowMinIsr
+	}
+	return 0
+}
+
+func (x *ReplicaStatus) GetWithLearners() uint32 {
+	if x != nil {
+		return x.WithLearners
+	}
+	return 0
+}
+
+func (x *ReplicaStatus) GetZoneViolations() uint32 {
+	if x != nil {
+		return x.ZoneViolations
+	}
+	return 0
+}
+
+func (x *ReplicaStatus) GetZoneSpread() []*ZoneSpread {
+	if x != nil {
+		return x.ZoneSpread
+	}
+	return nil
+}
+
+func (x *ReplicaStatus) GetNodes() []*NodeReplicas {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *ReplicaStatus) GetZones() []string {
+	if x != nil {
+		return x.Zones
+	}
+	return nil
+}
+
+// ZoneSpread counts the slots whose replicas sit in the given number of
+// zones.
+type ZoneSpread struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Zones         uint32                 `protobuf:"varint,1,opt,name=zones,proto3" json:"zones,omitempty"`
+	Slots         uint32                 `protobuf:"varint,2,opt,name=slots,proto3" json:"slots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ZoneSpread) Reset() {
+	*x = ZoneSpread{}
+	mi := &file_slotdv1_admin_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ZoneSpread) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ZoneSpread) ProtoMessage() {}
+
+func (x *ZoneSpread) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ZoneSpread.ProtoReflect.Descriptor instead.
+func (*ZoneSpread) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *ZoneSpread) GetZones() uint32 {
+	if x != nil {
+		return x.Zones
+	}
+	return 0
+}
+
+func (x *ZoneSpread) GetSlots() uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+// NodeReplicas is what one node holds: the slots it is primary of, an
+// in-sync follower of, and a learner of.
+type NodeReplicas struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Primaries     uint32                 `protobuf:"varint,2,opt,name=primaries,proto3" json:"primaries,omitempty"`
+	Followers     uint32                 `protobuf:"varint,3,opt,name=followers,proto3" json:"followers,omitempty"`
+	Learners      uint32                 `protobuf:"varint,4,opt,name=learners,proto3" json:"learners,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeReplicas) Reset() {
+	*x = NodeReplicas{}
+	mi := &file_slotdv1_admin_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeReplicas) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeReplicas) ProtoMessage() {}
+
+func (x *NodeReplicas) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeReplicas.ProtoReflect.Descriptor instead.
+func (*NodeReplicas) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *NodeReplicas) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeReplicas) GetPrimaries() uint32 {
+	if x != nil {
+		return x.Primaries
+	}
+	return 0
+}
+
+func (x *NodeReplicas) GetFollowers() uint32 {
+	if x != nil {
+		return x.Followers
+	}
+	return 0
+}
+
+func (x *NodeReplicas) GetLearners() uint32 {
+	if x != nil {
+		return x.Learners
+	}
+	return 0
+}
+
+type ListReplicaSetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only the ranges where this node holds a replica; empty for all.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Only the ranges with fewer in-sync replicas than rf.
+	UnderReplicatedOnly bool `protobuf:"varint,2,opt,name=under_replicated_only,json=underReplicatedOnly,proto3" json:"under_replicated_only,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *ListReplicaSetsRequest) Reset() {
+	*x = ListReplicaSetsRequest{}
+	mi := &file_slotdv1_admin_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReplicaSetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReplicaSetsRequest) ProtoMessage() {}
+
+func (x *ListReplicaSetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReplicaSetsRequest.ProtoReflect.Descriptor instead.
+func (*ListReplicaSetsRequest) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ListReplicaSetsRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ListReplicaSetsRequest) GetUnderReplicatedOnly() bool {
+	if x != nil {
+		return x.UnderReplicatedOnly
+	}
+	return false
+}
+
+type ListReplicaSetsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The directory version read.
+	Version uint64             `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Policy  *ReplicationPolicy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	// In slot order.
+	Ranges        []*ReplicaRange `protobuf:"bytes,3,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReplicaSetsResponse) Reset() {
+	*x = ListReplicaSetsResponse{}
+	mi := &file_slotdv1_admin_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReplicaSetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReplicaSetsResponse) ProtoMessage() {}
+
+func (x *ListReplicaSetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReplicaSetsResponse.ProtoReflect.Descriptor instead.
+func (*ListReplicaSetsResponse) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *ListReplicaSetsResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ListReplicaSetsResponse) GetPolicy() *ReplicationPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *ListReplicaSetsResponse) GetRanges() []*ReplicaRange {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+// ReplicaRange is a run of consecutive slots with the same replicas.
+type ReplicaRange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  uint32                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	To    uint32                 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	// The in-sync replicas, the primary first.
+	Isr []string `protobuf:"bytes,3,rep,name=isr,proto3" json:"isr,omitempty"`
+	// Replicas being filled, not in the ISR yet.
+	Learners []string `protobuf:"bytes,4,rep,name=learners,proto3" json:"learners,omitempty"`
+	// The distinct zones of the replicas, sorted ("" for a node without one).
+	Zones []string `protobuf:"bytes,5,rep,name=zones,proto3" json:"zones,omitempty"`
+	// Fewer in-sync replicas than rf; fewer than min_isr.
+	UnderReplicated bool `protobuf:"varint,6,opt,name=under_replicated,json=underReplicated,proto3" json:"under_replicated,omitempty"`
+	BelowMinIsr     bool `protobuf:"varint,7,opt,name=below_min_isr,json=belowMinIsr,proto3" json:"below_min_isr,omitempty"`
+	// Two replicas in one zone, or one without a zone in a set of more than
+	// one.
+	ZoneViolation bool `protobuf:"varint,8,opt,name=zone_violation,json=zoneViolation,proto3" json:"zone_violation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaRange) Reset() {
+	*x = ReplicaRange{}
+	mi := &file_slotdv1_admin_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaRange) ProtoMessage() {}
+
+func (x *ReplicaRange) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_admin_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaRange.ProtoReflect.Descriptor instead.
+func (*ReplicaRange) Descriptor() ([]byte, []int) {
+	return file_slotdv1_admin_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ReplicaRange) GetFrom() uint32 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ReplicaRange) GetTo() uint32 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *ReplicaRange) GetIsr() []string {
+	if x != nil {
+		return x.Isr
+	}
+	return nil
+}
+
+func (x *ReplicaRange) GetLearners() []string {
+	if x != nil {
+		return x.Learners
+	}
+	return nil
+}
+
+func (x *ReplicaRange) GetZones() []string {
+	if x != nil {
+		return x.Zones
+	}
+	return nil
+}
+
+func (x *ReplicaRange) GetUnderReplicated() bool {
+	if x != nil {
+		return x.UnderReplicated
+	}
+	return false
+}
+
+func (x *ReplicaRange) GetBelowMinIsr() bool {
+	if x != nil {
+		return x.BelowMinIsr
+	}
+	return false
+}
+
+func (x *ReplicaRange) GetZoneViolation() bool {
+	if x != nil {
+		return x.ZoneViolation
+	}
+	return false
+}
+
 var File_slotdv1_admin_proto protoreflect.FileDescriptor
 
 const file_slotdv1_admin_proto_rawDesc = "" +
@@ -4222,7 +4689,7 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"E\n" +
 	"\x13SetThrottleResponse\x12.\n" +
 	"\bthrottle\x18\x01 \x01(\v2\x12.slotd.v1.ThrottleR\bthrottle\"\x0f\n" +
-	"\rStatusRequest\"\xa4\x02\n" +
+	"\rStatusRequest\"\xd9\x02\n" +
 	"\x0eStatusResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12!\n" +
 	"\fmover_leader\x18\x02 \x01(\tR\vmoverLeader\x12/\n" +
@@ -4231,7 +4698,8 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\tin_flight\x18\x04 \x03(\v2\x15.slotd.v1.PlannedMoveR\binFlight\x12.\n" +
 	"\bthrottle\x18\x05 \x01(\v2\x12.slotd.v1.ThrottleR\bthrottle\x12(\n" +
 	"\x05nodes\x18\x06 \x03(\v2\x12.slotd.v1.NodeLoadR\x05nodes\x12\x16\n" +
-	"\x06server\x18\a \x01(\tR\x06server\"{\n" +
+	"\x06server\x18\a \x01(\tR\x06server\x123\n" +
+	"\breplicas\x18\x14 \x01(\v2\x17.slotd.v1.ReplicaStatusR\breplicas\"{\n" +
 	"\bNodeLoad\x12\"\n" +
 	"\x04node\x18\x01 \x01(\v2\x0e.slotd.v1.NodeR\x04node\x12\x14\n" +
 	"\x05slots\x18\x02 \x01(\rR\x05slots\x12!\n" +
@@ -4257,7 +4725,42 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\anode_id\x18\x04 \x01(\tR\x06nodeId\"q\n" +
 	"\x0fHistoryResponse\x120\n" +
 	"\aentries\x18\x01 \x03(\v2\x16.slotd.v1.HistoryEntryR\aentries\x12,\n" +
-	"\x12next_since_version\x18\x02 \x01(\x04R\x10nextSinceVersion*\xd2\x01\n" +
+	"\x12next_since_version\x18\x02 \x01(\x04R\x10nextSinceVersion\"\xdc\x02\n" +
+	"\rReplicaStatus\x123\n" +
+	"\x06policy\x18\x01 \x01(\v2\x1b.slotd.v1.ReplicationPolicyR\x06policy\x12)\n" +
+	"\x10under_replicated\x18\x02 \x01(\rR\x0funderReplicated\x12\"\n" +
+	"\rbelow_min_isr\x18\x03 \x01(\rR\vbelowMinIsr\x12#\n" +
+	"\rwith_learners\x18\x04 \x01(\rR\fwithLearners\x12'\n" +
+	"\x0fzone_violations\x18\x05 \x01(\rR\x0ezoneViolations\x125\n" +
+	"\vzone_spread\x18\x06 \x03(\v2\x14.slotd.v1.ZoneSpreadR\n" +
+	"zoneSpread\x12,\n" +
+	"\x05nodes\x18\a \x03(\v2\x16.slotd.v1.NodeReplicasR\x05nodes\x12\x14\n" +
+	"\x05zones\x18\b \x03(\tR\x05zones\"8\n" +
+	"\n" +
+	"ZoneSpread\x12\x14\n" +
+	"\x05zones\x18\x01 \x01(\rR\x05zones\x12\x14\n" +
+	"\x05slots\x18\x02 \x01(\rR\x05slots\"\x7f\n" +
+	"\fNodeReplicas\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1c\n" +
+	"\tprimaries\x18\x02 \x01(\rR\tprimaries\x12\x1c\n" +
+	"\tfollowers\x18\x03 \x01(\rR\tfollowers\x12\x1a\n" +
+	"\blearners\x18\x04 \x01(\rR\blearners\"e\n" +
+	"\x16ListReplicaSetsRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x122\n" +
+	"\x15under_replicated_only\x18\x02 \x01(\bR\x13underReplicatedOnly\"\x98\x01\n" +
+	"\x17ListReplicaSetsResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x123\n" +
+	"\x06policy\x18\x02 \x01(\v2\x1b.slotd.v1.ReplicationPolicyR\x06policy\x12.\n" +
+	"\x06ranges\x18\x03 \x03(\v2\x16.slotd.v1.ReplicaRangeR\x06ranges\"\xec\x01\n" +
+	"\fReplicaRange\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\rR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\rR\x02to\x12\x10\n" +
+	"\x03isr\x18\x03 \x03(\tR\x03isr\x12\x1a\n" +
+	"\blearners\x18\x04 \x03(\tR\blearners\x12\x14\n" +
+	"\x05zones\x18\x05 \x03(\tR\x05zones\x12)\n" +
+	"\x10under_replicated\x18\x06 \x01(\bR\x0funderReplicated\x12\"\n" +
+	"\rbelow_min_isr\x18\a \x01(\bR\vbelowMinIsr\x12%\n" +
+	"\x0ezone_violation\x18\b \x01(\bR\rzoneViolation*\xd2\x01\n" +
 	"\tPlanState\x12\x1a\n" +
 	"\x16PLAN_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13PLAN_STATE_PROPOSED\x10\x01\x12\x17\n" +
@@ -4277,7 +4780,7 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\x17HISTORY_KIND_MOVE_PHASE\x10\x06\x12\x1b\n" +
 	"\x17HISTORY_KIND_SLOT_MOVED\x10\a\x12\x1d\n" +
 	"\x19HISTORY_KIND_MOVE_ABORTED\x10\b\x12\x15\n" +
-	"\x11HISTORY_KIND_PLAN\x10\t2\xad\f\n" +
+	"\x11HISTORY_KIND_PLAN\x10\t2\x85\r\n" +
 	"\x05Admin\x12D\n" +
 	"\tBootstrap\x12\x1a.slotd.v1.BootstrapRequest\x1a\x1b.slotd.v1.BootstrapResponse\x12M\n" +
 	"\fRegisterNode\x12\x1d.slotd.v1.RegisterNodeRequest\x1a\x1e.slotd.v1.RegisterNodeResponse\x12D\n" +
@@ -4304,7 +4807,8 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\x06Status\x12\x17.slotd.v1.StatusRequest\x1a\x18.slotd.v1.StatusResponse\x12>\n" +
 	"\aHistory\x12\x18.slotd.v1.HistoryRequest\x1a\x19.slotd.v1.HistoryResponse\x12S\n" +
 	"\x0eGetReplication\x12\x1f.slotd.v1.GetReplicationRequest\x1a .slotd.v1.GetReplicationResponse\x12S\n" +
-	"\x0eSetReplication\x12\x1f.slotd.v1.SetReplicationRequest\x1a .slotd.v1.SetReplicationResponseB,Z*github.com/slotd/slotd/api/slotdv1;slotdv1b\x06proto3"
+	"\x0eSetReplication\x12\x1f.slotd.v1.SetReplicationRequest\x1a .slotd.v1.SetReplicationResponse\x12V\n" +
+	"\x0fListReplicaSets\x12 .slotd.v1.ListReplicaSetsRequest\x1a!.slotd.v1.ListReplicaSetsResponseB,Z*github.com/slotd/slotd/api/slotdv1;slotdv1b\x06proto3"
 
 var (
 	file_slotdv1_admin_proto_rawDescOnce sync.Once
@@ -4319,114 +4823,120 @@ func file_slotdv1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_slotdv1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_slotdv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_slotdv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_slotdv1_admin_proto_goTypes = []any{
-	(PlanState)(0),                 // 0: slotd.v1.PlanState
-	(HistoryKind)(0),               // 1: slotd.v1.HistoryKind
-	(*ReplicationPolicy)(nil),      // 2: slotd.v1.ReplicationPolicy
-	(*GetReplicationRequest)(nil),  // 3: slotd.v1.GetReplicationRequest
-	(*GetReplicationResponse)(nil), // 4: slotd.v1.GetReplicationResponse
-	(*SetReplicationRequest)(nil),  // 5: slotd.v1.SetReplicationRequest
-	(*SetReplicationResponse)(nil), // 6: slotd.v1.SetReplicationResponse
-	(*BootstrapRequest)(nil),       // 7: slotd.v1.BootstrapRequest
-	(*BootstrapResponse)(nil),      // 8: slotd.v1.BootstrapResponse
-	(*RegisterNodeRequest)(nil),    // 9: slotd.v1.RegisterNodeRequest
-	(*RegisterNodeResponse)(nil),   // 10: slotd.v1.RegisterNodeResponse
-	(*HeartbeatRequest)(nil),       // 11: slotd.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),      // 12: slotd.v1.HeartbeatResponse
-	(*DrainNodeRequest)(nil),       // 13: slotd.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),      // 14: slotd.v1.DrainNodeResponse
-	(*UndrainNodeRequest)(nil),     // 15: slotd.v1.UndrainNodeRequest
-	(*UndrainNodeResponse)(nil),    // 16: slotd.v1.UndrainNodeResponse
-	(*RemoveNodeRequest)(nil),      // 17: slotd.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),     // 18: slotd.v1.RemoveNodeResponse
-	(*SetWeightRequest)(nil),       // 19: slotd.v1.SetWeightRequest
-	(*SetWeightResponse)(nil),      // 20: slotd.v1.SetWeightResponse
-	(*UpdateAddrRequest)(nil),      // 21: slotd.v1.UpdateAddrRequest
-	(*UpdateAddrResponse)(nil),     // 22: slotd.v1.UpdateAddrResponse
-	(*PlannedMove)(nil),            // 23: slotd.v1.PlannedMove
-	(*NodeSpec)(nil),               // 24: slotd.v1.NodeSpec
-	(*PlanEdits)(nil),              // 25: slotd.v1.PlanEdits
-	(*PlanProgress)(nil),           // 26: slotd.v1.PlanProgress
-	(*NodeBalance)(nil),            // 27: slotd.v1.NodeBalance
-	(*NodeLoadView)(nil),           // 28: slotd.v1.NodeLoadView
-	(*BlockedSlots)(nil),           // 29: slotd.v1.BlockedSlots
-	(*Plan)(nil),                   // 30: slotd.v1.Plan
-	(*PlanRequest)(nil),            // 31: slotd.v1.PlanRequest
-	(*PlanResponse)(nil),           // 32: slotd.v1.PlanResponse
-	(*SubmitPlanRequest)(nil),      // 33: slotd.v1.SubmitPlanRequest
-	(*SubmitPlanResponse)(nil),     // 34: slotd.v1.SubmitPlanResponse
-	(*ListPlansRequest)(nil),       // 35: slotd.v1.ListPlansRequest
-	(*ListPlansResponse)(nil),      // 36: slotd.v1.ListPlansResponse
-	(*GetPlanRequest)(nil),         // 37: slotd.v1.GetPlanRequest
-	(*GetPlanResponse)(nil),        // 38: slotd.v1.GetPlanResponse
-	(*ApplyRequest)(nil),           // 39: slotd.v1.ApplyRequest
-	(*ApplyResponse)(nil),          // 40: slotd.v1.ApplyResponse
-	(*PauseRequest)(nil),           // 41: slotd.v1.PauseRequest
-	(*PauseResponse)(nil),          // 42: slotd.v1.PauseResponse
-	(*ResumeRequest)(nil),          // 43: slotd.v1.ResumeRequest
-	(*ResumeResponse)(nil),         // 44: slotd.v1.ResumeResponse
-	(*CancelRequest)(nil),          // 45: slotd.v1.CancelRequest
-	(*CancelResponse)(nil),         // 46: slotd.v1.CancelResponse
-	(*RollbackRequest)(nil),        // 47: slotd.v1.RollbackRequest
-	(*RollbackResponse)(nil),       // 48: slotd.v1.RollbackResponse
-	(*MoveRequest)(nil),            // 49: slotd.v1.MoveRequest
-	(*MoveResponse)(nil),           // 50: slotd.v1.MoveResponse
-	(*SetThrottleRequest)(nil),     // 51: slotd.v1.SetThrottleRequest
-	(*Throttle)(nil),               // 52: slotd.v1.Throttle
-	(*SetThrottleResponse)(nil),    // 53: slotd.v1.SetThrottleResponse
-	(*StatusRequest)(nil),          // 54: slotd.v1.StatusRequest
-	(*StatusResponse)(nil),         // 55: slotd.v1.StatusResponse
-	(*NodeLoad)(nil),               // 56: slotd.v1.NodeLoad
-	(*HistoryEntry)(nil),           // 57: slotd.v1.HistoryEntry
-	(*HistoryRequest)(nil),         // 58: slotd.v1.HistoryRequest
-	(*HistoryResponse)(nil),        // 59: slotd.v1.HistoryResponse
-	nil,                            // 60: slotd.v1.PlanEdits.WeightsEntry
-	nil,                            // 61: slotd.v1.PlanRequest.WeightsEntry
-	nil,                            // 62: slotd.v1.Throttle.NodeBytesPerSecondEntry
-	(*Node)(nil),                   // 63: slotd.v1.Node
-	(*SlotMap)(nil),                // 64: slotd.v1.SlotMap
-	(*durationpb.Duration)(nil),    // 65: google.protobuf.Duration
-	(NodeState)(0),                 // 66: slotd.v1.NodeState
-	(MovePhase)(0),                 // 67: slotd.v1.MovePhase
-	(*timestamppb.Timestamp)(nil),  // 68: google.protobuf.Timestamp
-	(*HotSpot)(nil),                // 69: slotd.v1.HotSpot
+	(PlanState)(0),                  // 0: slotd.v1.PlanState
+	(HistoryKind)(0),                // 1: slotd.v1.HistoryKind
+	(*ReplicationPolicy)(nil),       // 2: slotd.v1.ReplicationPolicy
+	(*GetReplicationRequest)(nil),   // 3: slotd.v1.GetReplicationRequest
+	(*GetReplicationResponse)(nil),  // 4: slotd.v1.GetReplicationResponse
+	(*SetReplicationRequest)(nil),   // 5: slotd.v1.SetReplicationRequest
+	(*SetReplicationResponse)(nil),  // 6: slotd.v1.SetReplicationResponse
+	(*BootstrapRequest)(nil),        // 7: slotd.v1.BootstrapRequest
+	(*BootstrapResponse)(nil),       // 8: slotd.v1.BootstrapResponse
+	(*RegisterNodeRequest)(nil),     // 9: slotd.v1.RegisterNodeRequest
+	(*RegisterNodeResponse)(nil),    // 10: slotd.v1.RegisterNodeResponse
+	(*HeartbeatRequest)(nil),        // 11: slotd.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 12: slotd.v1.HeartbeatResponse
+	(*DrainNodeRequest)(nil),        // 13: slotd.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),       // 14: slotd.v1.DrainNodeResponse
+	(*UndrainNodeRequest)(nil),      // 15: slotd.v1.UndrainNodeRequest
+	(*UndrainNodeResponse)(nil),     // 16: slotd.v1.UndrainNodeResponse
+	(*RemoveNodeRequest)(nil),       // 17: slotd.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),      // 18: slotd.v1.RemoveNodeResponse
+	(*SetWeightRequest)(nil),        // 19: slotd.v1.SetWeightRequest
+	(*SetWeightResponse)(nil),       // 20: slotd.v1.SetWeightResponse
+	(*UpdateAddrRequest)(nil),       // 21: slotd.v1.UpdateAddrRequest
+	(*UpdateAddrResponse)(nil),      // 22: slotd.v1.UpdateAddrResponse
+	(*PlannedMove)(nil),             // 23: slotd.v1.PlannedMove
+	(*NodeSpec)(nil),                // 24: slotd.v1.NodeSpec
+	(*PlanEdits)(nil),               // 25: slotd.v1.PlanEdits
+	(*PlanProgress)(nil),            // 26: slotd.v1.PlanProgress
+	(*NodeBalance)(nil),             // 27: slotd.v1.NodeBalance
+	(*NodeLoadView)(nil),            // 28: slotd.v1.NodeLoadView
+	(*BlockedSlots)(nil),            // 29: slotd.v1.BlockedSlots
+	(*Plan)(nil),                    // 30: slotd.v1.Plan
+	(*PlanRequest)(nil),             // 31: slotd.v1.PlanRequest
+	(*PlanResponse)(nil),            // 32: slotd.v1.PlanResponse
+	(*SubmitPlanRequest)(nil),       // 33: slotd.v1.SubmitPlanRequest
+	(*SubmitPlanResponse)(nil),      // 34: slotd.v1.SubmitPlanResponse
+	(*ListPlansRequest)(nil),        // 35: slotd.v1.ListPlansRequest
+	(*ListPlansResponse)(nil),       // 36: slotd.v1.ListPlansResponse
+	(*GetPlanRequest)(nil),          // 37: slotd.v1.GetPlanRequest
+	(*GetPlanResponse)(nil),         // 38: slotd.v1.GetPlanResponse
+	(*ApplyRequest)(nil),            // 39: slotd.v1.ApplyRequest
+	(*ApplyResponse)(nil),           // 40: slotd.v1.ApplyResponse
+	(*PauseRequest)(nil),            // 41: slotd.v1.PauseRequest
+	(*PauseResponse)(nil),           // 42: slotd.v1.PauseResponse
+	(*ResumeRequest)(nil),           // 43: slotd.v1.ResumeRequest
+	(*ResumeResponse)(nil),          // 44: slotd.v1.ResumeResponse
+	(*CancelRequest)(nil),           // 45: slotd.v1.CancelRequest
+	(*CancelResponse)(nil),          // 46: slotd.v1.CancelResponse
+	(*RollbackRequest)(nil),         // 47: slotd.v1.RollbackRequest
+	(*RollbackResponse)(nil),        // 48: slotd.v1.RollbackResponse
+	(*MoveRequest)(nil),             // 49: slotd.v1.MoveRequest
+	(*MoveResponse)(nil),            // 50: slotd.v1.MoveResponse
+	(*SetThrottleRequest)(nil),      // 51: slotd.v1.SetThrottleRequest
+	(*Throttle)(nil),                // 52: slotd.v1.Throttle
+	(*SetThrottleResponse)(nil),     // 53: slotd.v1.SetThrottleResponse
+	(*StatusRequest)(nil),           // 54: slotd.v1.StatusRequest
+	(*StatusResponse)(nil),          // 55: slotd.v1.StatusResponse
+	(*NodeLoad)(nil),                // 56: slotd.v1.NodeLoad
+	(*HistoryEntry)(nil),            // 57: slotd.v1.HistoryEntry
+	(*HistoryRequest)(nil),          // 58: slotd.v1.HistoryRequest
+	(*HistoryResponse)(nil),         // 59: slotd.v1.HistoryResponse
+	(*ReplicaStatus)(nil),           // 60: slotd.v1.ReplicaStatus
+	(*ZoneSpread)(nil),              // 61: slotd.v1.ZoneSpread
+	(*NodeReplicas)(nil),            // 62: slotd.v1.NodeReplicas
+	(*ListReplicaSetsRequest)(nil),  // 63: slotd.v1.ListReplicaSetsRequest
+	(*ListReplicaSetsResponse)(nil), // 64: slotd.v1.ListReplicaSetsResponse
+	(*ReplicaRange)(nil),            // 65: slotd.v1.ReplicaRange
+	nil,                             // 66: slotd.v1.PlanEdits.WeightsEntry
+	nil,                             // 67: slotd.v1.PlanRequest.WeightsEntry
+	nil,                             // 68: slotd.v1.Throttle.NodeBytesPerSecondEntry
+	(*Node)(nil),                    // 69: slotd.v1.Node
+	(*SlotMap)(nil),                 // 70: slotd.v1.SlotMap
+	(*durationpb.Duration)(nil),     // 71: google.protobuf.Duration
+	(NodeState)(0),                  // 72: slotd.v1.NodeState
+	(MovePhase)(0),                  // 73: slotd.v1.MovePhase
+	(*timestamppb.Timestamp)(nil),   // 74: google.protobuf.Timestamp
+	(*HotSpot)(nil),                 // 75: slotd.v1.HotSpot
 }
 var file_slotdv1_admin_proto_depIdxs = []int32{
 	2,  // 0: slotd.v1.GetReplicationResponse.policy:type_name -> slotd.v1.ReplicationPolicy
 	2,  // 1: slotd.v1.SetReplicationResponse.policy:type_name -> slotd.v1.ReplicationPolicy
-	63, // 2: slotd.v1.BootstrapRequest.nodes:type_name -> slotd.v1.Node
+	69, // 2: slotd.v1.BootstrapRequest.nodes:type_name -> slotd.v1.Node
 	2,  // 3: slotd.v1.BootstrapRequest.replication:type_name -> slotd.v1.ReplicationPolicy
-	64, // 4: slotd.v1.BootstrapResponse.map:type_name -> slotd.v1.SlotMap
-	63, // 5: slotd.v1.RegisterNodeRequest.node:type_name -> slotd.v1.Node
-	63, // 6: slotd.v1.RegisterNodeResponse.node:type_name -> slotd.v1.Node
-	65, // 7: slotd.v1.RegisterNodeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	65, // 8: slotd.v1.RegisterNodeResponse.ttl:type_name -> google.protobuf.Duration
-	65, // 9: slotd.v1.RegisterNodeResponse.lease_margin:type_name -> google.protobuf.Duration
-	66, // 10: slotd.v1.HeartbeatResponse.state:type_name -> slotd.v1.NodeState
-	63, // 11: slotd.v1.DrainNodeResponse.node:type_name -> slotd.v1.Node
-	63, // 12: slotd.v1.UndrainNodeResponse.node:type_name -> slotd.v1.Node
-	63, // 13: slotd.v1.SetWeightResponse.node:type_name -> slotd.v1.Node
-	63, // 14: slotd.v1.UpdateAddrResponse.node:type_name -> slotd.v1.Node
-	67, // 15: slotd.v1.PlannedMove.phase:type_name -> slotd.v1.MovePhase
-	68, // 16: slotd.v1.PlannedMove.started_at:type_name -> google.protobuf.Timestamp
-	68, // 17: slotd.v1.PlannedMove.finished_at:type_name -> google.protobuf.Timestamp
+	70, // 4: slotd.v1.BootstrapResponse.map:type_name -> slotd.v1.SlotMap
+	69, // 5: slotd.v1.RegisterNodeRequest.node:type_name -> slotd.v1.Node
+	69, // 6: slotd.v1.RegisterNodeResponse.node:type_name -> slotd.v1.Node
+	71, // 7: slotd.v1.RegisterNodeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	71, // 8: slotd.v1.RegisterNodeResponse.ttl:type_name -> google.protobuf.Duration
+	71, // 9: slotd.v1.RegisterNodeResponse.lease_margin:type_name -> google.protobuf.Duration
+	72, // 10: slotd.v1.HeartbeatResponse.state:type_name -> slotd.v1.NodeState
+	69, // 11: slotd.v1.DrainNodeResponse.node:type_name -> slotd.v1.Node
+	69, // 12: slotd.v1.UndrainNodeResponse.node:type_name -> slotd.v1.Node
+	69, // 13: slotd.v1.SetWeightResponse.node:type_name -> slotd.v1.Node
+	69, // 14: slotd.v1.UpdateAddrResponse.node:type_name -> slotd.v1.Node
+	73, // 15: slotd.v1.PlannedMove.phase:type_name -> slotd.v1.MovePhase
+	74, // 16: slotd.v1.PlannedMove.started_at:type_name -> google.protobuf.Timestamp
+	74, // 17: slotd.v1.PlannedMove.finished_at:type_name -> google.protobuf.Timestamp
 	24, // 18: slotd.v1.PlanEdits.add:type_name -> slotd.v1.NodeSpec
-	60, // 19: slotd.v1.PlanEdits.weights:type_name -> slotd.v1.PlanEdits.WeightsEntry
+	66, // 19: slotd.v1.PlanEdits.weights:type_name -> slotd.v1.PlanEdits.WeightsEntry
 	28, // 20: slotd.v1.NodeBalance.load_before:type_name -> slotd.v1.NodeLoadView
 	28, // 21: slotd.v1.NodeBalance.load_after:type_name -> slotd.v1.NodeLoadView
 	23, // 22: slotd.v1.Plan.moves:type_name -> slotd.v1.PlannedMove
 	27, // 23: slotd.v1.Plan.nodes:type_name -> slotd.v1.NodeBalance
-	65, // 24: slotd.v1.Plan.estimated:type_name -> google.protobuf.Duration
+	71, // 24: slotd.v1.Plan.estimated:type_name -> google.protobuf.Duration
 	0,  // 25: slotd.v1.Plan.state:type_name -> slotd.v1.PlanState
-	68, // 26: slotd.v1.Plan.created_at:type_name -> google.protobuf.Timestamp
+	74, // 26: slotd.v1.Plan.created_at:type_name -> google.protobuf.Timestamp
 	25, // 27: slotd.v1.Plan.edits:type_name -> slotd.v1.PlanEdits
 	26, // 28: slotd.v1.Plan.progress:type_name -> slotd.v1.PlanProgress
-	68, // 29: slotd.v1.Plan.updated_at:type_name -> google.protobuf.Timestamp
-	69, // 30: slotd.v1.Plan.hot_spots:type_name -> slotd.v1.HotSpot
+	74, // 29: slotd.v1.Plan.updated_at:type_name -> google.protobuf.Timestamp
+	75, // 30: slotd.v1.Plan.hot_spots:type_name -> slotd.v1.HotSpot
 	29, // 31: slotd.v1.Plan.blocked:type_name -> slotd.v1.BlockedSlots
 	24, // 32: slotd.v1.PlanRequest.add:type_name -> slotd.v1.NodeSpec
-	61, // 33: slotd.v1.PlanRequest.weights:type_name -> slotd.v1.PlanRequest.WeightsEntry
+	67, // 33: slotd.v1.PlanRequest.weights:type_name -> slotd.v1.PlanRequest.WeightsEntry
 	30, // 34: slotd.v1.PlanResponse.plan:type_name -> slotd.v1.Plan
 	30, // 35: slotd.v1.SubmitPlanRequest.plan:type_name -> slotd.v1.Plan
 	30, // 36: slotd.v1.SubmitPlanResponse.plan:type_name -> slotd.v1.Plan
@@ -4438,67 +4948,75 @@ var file_slotdv1_admin_proto_depIdxs = []int32{
 	30, // 42: slotd.v1.CancelResponse.plan:type_name -> slotd.v1.Plan
 	30, // 43: slotd.v1.RollbackResponse.plan:type_name -> slotd.v1.Plan
 	30, // 44: slotd.v1.MoveResponse.plan:type_name -> slotd.v1.Plan
-	62, // 45: slotd.v1.Throttle.node_bytes_per_second:type_name -> slotd.v1.Throttle.NodeBytesPerSecondEntry
+	68, // 45: slotd.v1.Throttle.node_bytes_per_second:type_name -> slotd.v1.Throttle.NodeBytesPerSecondEntry
 	52, // 46: slotd.v1.SetThrottleResponse.throttle:type_name -> slotd.v1.Throttle
 	30, // 47: slotd.v1.StatusResponse.active_plan:type_name -> slotd.v1.Plan
 	23, // 48: slotd.v1.StatusResponse.in_flight:type_name -> slotd.v1.PlannedMove
 	52, // 49: slotd.v1.StatusResponse.throttle:type_name -> slotd.v1.Throttle
 	56, // 50: slotd.v1.StatusResponse.nodes:type_name -> slotd.v1.NodeLoad
-	63, // 51: slotd.v1.NodeLoad.node:type_name -> slotd.v1.Node
-	68, // 52: slotd.v1.HistoryEntry.time:type_name -> google.protobuf.Timestamp
-	1,  // 53: slotd.v1.HistoryEntry.kind:type_name -> slotd.v1.HistoryKind
-	57, // 54: slotd.v1.HistoryResponse.entries:type_name -> slotd.v1.HistoryEntry
-	7,  // 55: slotd.v1.Admin.Bootstrap:input_type -> slotd.v1.BootstrapRequest
-	9,  // 56: slotd.v1.Admin.RegisterNode:input_type -> slotd.v1.RegisterNodeRequest
-	11, // 57: slotd.v1.Admin.Heartbeat:input_type -> slotd.v1.HeartbeatRequest
-	13, // 58: slotd.v1.Admin.DrainNode:input_type -> slotd.v1.DrainNodeRequest
-	15, // 59: slotd.v1.Admin.UndrainNode:input_type -> slotd.v1.UndrainNodeRequest
-	17, // 60: slotd.v1.Admin.RemoveNode:input_type -> slotd.v1.RemoveNodeRequest
-	19, // 61: slotd.v1.Admin.SetWeight:input_type -> slotd.v1.SetWeightRequest
-	21, // 62: slotd.v1.Admin.UpdateAddr:input_type -> slotd.v1.UpdateAddrRequest
-	31, // 63: slotd.v1.Admin.Plan:input_type -> slotd.v1.PlanRequest
-	33, // 64: slotd.v1.Admin.SubmitPlan:input_type -> slotd.v1.SubmitPlanRequest
-	35, // 65: slotd.v1.Admin.ListPlans:input_type -> slotd.v1.ListPlansRequest
-	37, // 66: slotd.v1.Admin.GetPlan:input_type -> slotd.v1.GetPlanRequest
-	39, // 67: slotd.v1.Admin.Apply:input_type -> slotd.v1.ApplyRequest
-	41, // 68: slotd.v1.Admin.Pause:input_type -> slotd.v1.PauseRequest
-	43, // 69: slotd.v1.Admin.Resume:input_type -> slotd.v1.ResumeRequest
-	45, // 70: slotd.v1.Admin.Cancel:input_type -> slotd.v1.CancelRequest
-	47, // 71: slotd.v1.Admin.Rollback:input_type -> slotd.v1.RollbackRequest
-	49, // 72: slotd.v1.Admin.Move:input_type -> slotd.v1.MoveRequest
-	51, // 73: slotd.v1.Admin.SetThrottle:input_type -> slotd.v1.SetThrottleRequest
-	54, // 74: slotd.v1.Admin.Status:input_type -> slotd.v1.StatusRequest
-	58, // 75: slotd.v1.Admin.History:input_type -> slotd.v1.HistoryRequest
-	3,  // 76: slotd.v1.Admin.GetReplication:input_type -> slotd.v1.GetReplicationRequest
-	5,  // 77: slotd.v1.Admin.SetReplication:input_type -> slotd.v1.SetReplicationRequest
-	8,  // 78: slotd.v1.Admin.Bootstrap:output_type -> slotd.v1.BootstrapResponse
-	10, // 79: slotd.v1.Admin.RegisterNode:output_type -> slotd.v1.RegisterNodeResponse
-	12, // 80: slotd.v1.Admin.Heartbeat:output_type -> slotd.v1.HeartbeatResponse
-	14, // 81: slotd.v1.Admin.DrainNode:output_type -> slotd.v1.DrainNodeResponse
-	16, // 82: slotd.v1.Admin.UndrainNode:output_type -> slotd.v1.UndrainNodeResponse
-	18, // 83: slotd.v1.Admin.RemoveNode:output_type -> slotd.v1.RemoveNodeResponse
-	20, // 84: slotd.v1.Admin.SetWeight:output_type -> slotd.v1.SetWeightResponse
-	22, // 85: slotd.v1.Admin.UpdateAddr:output_type -> slotd.v1.UpdateAddrResponse
-	32, // 86: slotd.v1.Admin.Plan:output_type -> slotd.v1.PlanResponse
-	34, // 87: slotd.v1.Admin.SubmitPlan:output_type -> slotd.v1.SubmitPlanResponse
-	36, // 88: slotd.v1.Admin.ListPlans:output_type -> slotd.v1.ListPlansResponse
-	38, // 89: slotd.v1.Admin.GetPlan:output_type -> slotd.v1.GetPlanResponse
-	40, // 90: slotd.v1.Admin.Apply:output_type -> slotd.v1.ApplyResponse
-	42, // 91: slotd.v1.Admin.Pause:output_type -> slotd.v1.PauseResponse
-	44, // 92: slotd.v1.Admin.Resume:output_type -> slotd.v1.ResumeResponse
-	46, // 93: slotd.v1.Admin.Cancel:output_type -> slotd.v1.CancelResponse
-	48, // 94: slotd.v1.Admin.Rollback:output_type -> slotd.v1.RollbackResponse
-	50, // 95: slotd.v1.Admin.Move:output_type -> slotd.v1.MoveResponse
-	53, // 96: slotd.v1.Admin.SetThrottle:output_type -> slotd.v1.SetThrottleResponse
-	55, // 97: slotd.v1.Admin.Status:output_type -> slotd.v1.StatusResponse
-	59, // 98: slotd.v1.Admin.History:output_type -> slotd.v1.HistoryResponse
-	4,  // 99: slotd.v1.Admin.GetReplication:output_type -> slotd.v1.GetReplicationResponse
-	6,  // 100: slotd.v1.Admin.SetReplication:output_type -> slotd.v1.SetReplicationResponse
-	78, // [78:101] is the sub-list for method output_type
-	55, // [55:78] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	60, // 51: slotd.v1.StatusResponse.replicas:type_name -> slotd.v1.ReplicaStatus
+	69, // 52: slotd.v1.NodeLoad.node:type_name -> slotd.v1.Node
+	74, // 53: slotd.v1.HistoryEntry.time:type_name -> google.protobuf.Timestamp
+	1,  // 54: slotd.v1.HistoryEntry.kind:type_name -> slotd.v1.HistoryKind
+	57, // 55: slotd.v1.HistoryResponse.entries:type_name -> slotd.v1.HistoryEntry
+	2,  // 56: slotd.v1.ReplicaStatus.policy:type_name -> slotd.v1.ReplicationPolicy
+	61, // 57: slotd.v1.ReplicaStatus.zone_spread:type_name -> slotd.v1.ZoneSpread
+	62, // 58: slotd.v1.ReplicaStatus.nodes:type_name -> slotd.v1.NodeReplicas
+	2,  // 59: slotd.v1.ListReplicaSetsResponse.policy:type_name -> slotd.v1.ReplicationPolicy
+	65, // 60: slotd.v1.ListReplicaSetsResponse.ranges:type_name -> slotd.v1.ReplicaRange
+	7,  // 61: slotd.v1.Admin.Bootstrap:input_type -> slotd.v1.BootstrapRequest
+	9,  // 62: slotd.v1.Admin.RegisterNode:input_type -> slotd.v1.RegisterNodeRequest
+	11, // 63: slotd.v1.Admin.Heartbeat:input_type -> slotd.v1.HeartbeatRequest
+	13, // 64: slotd.v1.Admin.DrainNode:input_type -> slotd.v1.DrainNodeRequest
+	15, // 65: slotd.v1.Admin.UndrainNode:input_type -> slotd.v1.UndrainNodeRequest
+	17, // 66: slotd.v1.Admin.RemoveNode:input_type -> slotd.v1.RemoveNodeRequest
+	19, // 67: slotd.v1.Admin.SetWeight:input_type -> slotd.v1.SetWeightRequest
+	21, // 68: slotd.v1.Admin.UpdateAddr:input_type -> slotd.v1.UpdateAddrRequest
+	31, // 69: slotd.v1.Admin.Plan:input_type -> slotd.v1.PlanRequest
+	33, // 70: slotd.v1.Admin.SubmitPlan:input_type -> slotd.v1.SubmitPlanRequest
+	35, // 71: slotd.v1.Admin.ListPlans:input_type -> slotd.v1.ListPlansRequest
+	37, // 72: slotd.v1.Admin.GetPlan:input_type -> slotd.v1.GetPlanRequest
+	39, // 73: slotd.v1.Admin.Apply:input_type -> slotd.v1.ApplyRequest
+	41, // 74: slotd.v1.Admin.Pause:input_type -> slotd.v1.PauseRequest
+	43, // 75: slotd.v1.Admin.Resume:input_type -> slotd.v1.ResumeRequest
+	45, // 76: slotd.v1.Admin.Cancel:input_type -> slotd.v1.CancelRequest
+	47, // 77: slotd.v1.Admin.Rollback:input_type -> slotd.v1.RollbackRequest
+	49, // 78: slotd.v1.Admin.Move:input_type -> slotd.v1.MoveRequest
+	51, // 79: slotd.v1.Admin.SetThrottle:input_type -> slotd.v1.SetThrottleRequest
+	54, // 80: slotd.v1.Admin.Status:input_type -> slotd.v1.StatusRequest
+	58, // 81: slotd.v1.Admin.History:input_type -> slotd.v1.HistoryRequest
+	3,  // 82: slotd.v1.Admin.GetReplication:input_type -> slotd.v1.GetReplicationRequest
+	5,  // 83: slotd.v1.Admin.SetReplication:input_type -> slotd.v1.SetReplicationRequest
+	63, // 84: slotd.v1.Admin.ListReplicaSets:input_type -> slotd.v1.ListReplicaSetsRequest
+	8,  // 85: slotd.v1.Admin.Bootstrap:output_type -> slotd.v1.BootstrapResponse
+	10, // 86: slotd.v1.Admin.RegisterNode:output_type -> slotd.v1.RegisterNodeResponse
+	12, // 87: slotd.v1.Admin.Heartbeat:output_type -> slotd.v1.HeartbeatResponse
+	14, // 88: slotd.v1.Admin.DrainNode:output_type -> slotd.v1.DrainNodeResponse
+	16, // 89: slotd.v1.Admin.UndrainNode:output_type -> slotd.v1.UndrainNodeResponse
+	18, // 90: slotd.v1.Admin.RemoveNode:output_type -> slotd.v1.RemoveNodeResponse
+	20, // 91: slotd.v1.Admin.SetWeight:output_type -> slotd.v1.SetWeightResponse
+	22, // 92: slotd.v1.Admin.UpdateAddr:output_type -> slotd.v1.UpdateAddrResponse
+	32, // 93: slotd.v1.Admin.Plan:output_type -> slotd.v1.PlanResponse
+	34, // 94: slotd.v1.Admin.SubmitPlan:output_type -> slotd.v1.SubmitPlanResponse
+	36, // 95: slotd.v1.Admin.ListPlans:output_type -> slotd.v1.ListPlansResponse
+	38, // 96: slotd.v1.Admin.GetPlan:output_type -> slotd.v1.GetPlanResponse
+	40, // 97: slotd.v1.Admin.Apply:output_type -> slotd.v1.ApplyResponse
+	42, // 98: slotd.v1.Admin.Pause:output_type -> slotd.v1.PauseResponse
+	44, // 99: slotd.v1.Admin.Resume:output_type -> slotd.v1.ResumeResponse
+	46, // 100: slotd.v1.Admin.Cancel:output_type -> slotd.v1.CancelResponse
+	48, // 101: slotd.v1.Admin.Rollback:output_type -> slotd.v1.RollbackResponse
+	50, // 102: slotd.v1.Admin.Move:output_type -> slotd.v1.MoveResponse
+	53, // 103: slotd.v1.Admin.SetThrottle:output_type -> slotd.v1.SetThrottleResponse
+	55, // 104: slotd.v1.Admin.Status:output_type -> slotd.v1.StatusResponse
+	59, // 105: slotd.v1.Admin.History:output_type -> slotd.v1.HistoryResponse
+	4,  // 106: slotd.v1.Admin.GetReplication:output_type -> slotd.v1.GetReplicationResponse
+	6,  // 107: slotd.v1.Admin.SetReplication:output_type -> slotd.v1.SetReplicationResponse
+	64, // 108: slotd.v1.Admin.ListReplicaSets:output_type -> slotd.v1.ListReplicaSetsResponse
+	85, // [85:109] is the sub-list for method output_type
+	61, // [61:85] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_slotdv1_admin_proto_init() }
@@ -4516,7 +5034,7 @@ func file_slotdv1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_slotdv1_admin_proto_rawDesc), len(file_slotdv1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   61,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

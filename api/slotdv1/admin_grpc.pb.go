@@ -21,29 +21,30 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_Bootstrap_FullMethodName      = "/slotd.v1.Admin/Bootstrap"
-	Admin_RegisterNode_FullMethodName   = "/slotd.v1.Admin/RegisterNode"
-	Admin_Heartbeat_FullMethodName      = "/slotd.v1.Admin/Heartbeat"
-	Admin_DrainNode_FullMethodName      = "/slotd.v1.Admin/DrainNode"
-	Admin_UndrainNode_FullMethodName    = "/slotd.v1.Admin/UndrainNode"
-	Admin_RemoveNode_FullMethodName     = "/slotd.v1.Admin/RemoveNode"
-	Admin_SetWeight_FullMethodName      = "/slotd.v1.Admin/SetWeight"
-	Admin_UpdateAddr_FullMethodName     = "/slotd.v1.Admin/UpdateAddr"
-	Admin_Plan_FullMethodName           = "/slotd.v1.Admin/Plan"
-	Admin_SubmitPlan_FullMethodName     = "/slotd.v1.Admin/SubmitPlan"
-	Admin_ListPlans_FullMethodName      = "/slotd.v1.Admin/ListPlans"
-	Admin_GetPlan_FullMethodName        = "/slotd.v1.Admin/GetPlan"
-	Admin_Apply_FullMethodName          = "/slotd.v1.Admin/Apply"
-	Admin_Pause_FullMethodName          = "/slotd.v1.Admin/Pause"
-	Admin_Resume_FullMethodName         = "/slotd.v1.Admin/Resume"
-	Admin_Cancel_FullMethodName         = "/slotd.v1.Admin/Cancel"
-	Admin_Rollback_FullMethodName       = "/slotd.v1.Admin/Rollback"
-	Admin_Move_FullMethodName           = "/slotd.v1.Admin/Move"
-	Admin_SetThrottle_FullMethodName    = "/slotd.v1.Admin/SetThrottle"
-	Admin_Status_FullMethodName         = "/slotd.v1.Admin/Status"
-	Admin_History_FullMethodName        = "/slotd.v1.Admin/History"
-	Admin_GetReplication_FullMethodName = "/slotd.v1.Admin/GetReplication"
-	Admin_SetReplication_FullMethodName = "/slotd.v1.Admin/SetReplication"
+	Admin_Bootstrap_FullMethodName       = "/slotd.v1.Admin/Bootstrap"
+	Admin_RegisterNode_FullMethodName    = "/slotd.v1.Admin/RegisterNode"
+	Admin_Heartbeat_FullMethodName       = "/slotd.v1.Admin/Heartbeat"
+	Admin_DrainNode_FullMethodName       = "/slotd.v1.Admin/DrainNode"
+	Admin_UndrainNode_FullMethodName     = "/slotd.v1.Admin/UndrainNode"
+	Admin_RemoveNode_FullMethodName      = "/slotd.v1.Admin/RemoveNode"
+	Admin_SetWeight_FullMethodName       = "/slotd.v1.Admin/SetWeight"
+	Admin_UpdateAddr_FullMethodName      = "/slotd.v1.Admin/UpdateAddr"
+	Admin_Plan_FullMethodName            = "/slotd.v1.Admin/Plan"
+	Admin_SubmitPlan_FullMethodName      = "/slotd.v1.Admin/SubmitPlan"
+	Admin_ListPlans_FullMethodName       = "/slotd.v1.Admin/ListPlans"
+	Admin_GetPlan_FullMethodName         = "/slotd.v1.Admin/GetPlan"
+	Admin_Apply_FullMethodName           = "/slotd.v1.Admin/Apply"
+	Admin_Pause_FullMethodName           = "/slotd.v1.Admin/Pause"
+	Admin_Resume_FullMethodName          = "/slotd.v1.Admin/Resume"
+	Admin_Cancel_FullMethodName          = "/slotd.v1.Admin/Cancel"
+	Admin_Rollback_FullMethodName        = "/slotd.v1.Admin/Rollback"
+	Admin_Move_FullMethodName            = "/slotd.v1.Admin/Move"
+	Admin_SetThrottle_FullMethodName     = "/slotd.v1.Admin/SetThrottle"
+	Admin_Status_FullMethodName          = "/slotd.v1.Admin/Status"
+	Admin_History_FullMethodName         = "/slotd.v1.Admin/History"
+	Admin_GetReplication_FullMethodName  = "/slotd.v1.Admin/GetReplication"
+	Admin_SetReplication_FullMethodName  = "/slotd.v1.Admin/SetReplication"
+	Admin_ListReplicaSets_FullMethodName = "/slotd.v1.Admin/ListReplicaSets"
 )
 
 // AdminClient is the client API for Admin service.
@@ -126,6 +127,10 @@ type AdminClient interface {
 	// mover does not run yet, so rf changes only before the bootstrap or when
 	// every slot already has that many replicas. Nothing changes when refused.
 	SetReplication(ctx context.Context, in *SetReplicationRequest, opts ...grpc.CallOption) (*SetReplicationResponse, error)
+	// ListReplicaSets returns the slots' replica sets as ranges of
+	// consecutive slots with the same replicas (read role). NOT_FOUND for an
+	// unknown node_id; FAILED_PRECONDITION before the bootstrap.
+	ListReplicaSets(ctx context.Context, in *ListReplicaSetsRequest, opts ...grpc.CallOption) (*ListReplicaSetsResponse, error)
 }
 
 type adminClient struct {
@@ -366,6 +371,16 @@ func (c *adminClient) SetReplication(ctx context.Context, in *SetReplicationRequ
 	return out, nil
 }
 
+func (c *adminClient) ListReplicaSets(ctx context.Context, in *ListReplicaSetsRequest, opts ...grpc.CallOption) (*ListReplicaSetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListReplicaSetsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListReplicaSets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -446,6 +461,10 @@ type AdminServer interface {
 	// mover does not run yet, so rf changes only before the bootstrap or when
 	// every slot already has that many replicas. Nothing changes when refused.
 	SetReplication(context.Context, *SetReplicationRequest) (*SetReplicationResponse, error)
+	// ListReplicaSets returns the slots' replica sets as ranges of
+	// consecutive slots with the same replicas (read role). NOT_FOUND for an
+	// unknown node_id; FAILED_PRECONDITION before the bootstrap.
+	ListReplicaSets(context.Context, *ListReplicaSetsRequest) (*ListReplicaSetsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -524,6 +543,9 @@ func (UnimplementedAdminServer) GetReplication(context.Context, *GetReplicationR
 }
 func (UnimplementedAdminServer) SetReplication(context.Context, *SetReplicationRequest) (*SetReplicationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetReplication not implemented")
+}
+func (UnimplementedAdminServer) ListReplicaSets(context.Context, *ListReplicaSetsRequest) (*ListReplicaSetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListReplicaSets not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -960,6 +982,24 @@ func _Admin_SetReplication_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ListReplicaSets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListReplicaSetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListReplicaSets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListReplicaSets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListReplicaSets(ctx, req.(*ListReplicaSetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1058,6 +1098,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetReplication",
 			Handler:    _Admin_SetReplication_Handler,
+		},
+		{
+			MethodName: "ListReplicaSets",
+			Handler:    _Admin_ListReplicaSets_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
