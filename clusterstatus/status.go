@@ -17,22 +17,24 @@ import (
 // `slotctl status -o json` (without the balancer, which slotctl adds):
 //
 //	{"version": 12, "server": "slotd-1", "mover_leader": "slotd-1",
-//	 "throttle_bytes_per_second": 50000000,
+//	 "throttle_bytes_per_second": 50000000, "replication": <Replication>,
 //	 "nodes": [<Node>], "in_flight": [<Move>], "active_plan": <Plan> or null,
 //	 "orphan_bytes": {"n2": 1048576}, "self_fenced": ["n3"],
 //	 "load_unknown": ["n3"], "hot_spots": [<HotSpot>]}
 //
 // Nodes are sorted by id. orphan_bytes and self_fenced are omitted when
-// empty; load_unknown and hot_spots are empty against a slotd without load.
+// empty; load_unknown and hot_spots are empty against a slotd without load;
+// replication is null from a slotd that does not report replica sets.
 type Status struct {
 	Version     uint64 `json:"version"`
 	Server      string `json:"server"`
 	MoverLeader string `json:"mover_leader"`
 	// Throttle is the copy rate of every donor; 0 means no limit.
-	Throttle   uint64 `json:"throttle_bytes_per_second"`
-	Nodes      []Node `json:"nodes"`
-	InFlight   []Move `json:"in_flight"`
-	ActivePlan Plan   `json:"active_plan"`
+	Throttle    uint64       `json:"throttle_bytes_per_second"`
+	Replication *Replication `json:"replication"`
+	Nodes       []Node       `json:"nodes"`
+	InFlight    []Move       `json:"in_flight"`
+	ActivePlan  Plan         `json:"active_plan"`
 	// OrphanBytes is, per node that reported any, the bytes it holds that
 	// nothing in the directory explains (left copies its reconciliation
 	// is dropping or waiting out the grace for).
@@ -49,7 +51,8 @@ type Status struct {
 // Node is one node's line:
 //
 //	{"id": "n1", "address": "127.0.0.1:7501", "zone": "", "weight": 1,
-//	 "state": "active", "slots": 5462, "target_slots": 5461, "load": 1.0002,
+//	 "state": "active", "slots": 5462, "target_slots": 5461,
+//	 "replicas": <NodeReplicas> or null, "load": 1.0002,
 //	 "measured": <Measured> or null}
 //
 // Load is Slots/TargetSlots, the slot ratio (1 is balanced; 0 when the
@@ -67,15 +70,18 @@ type Node struct {
 
 // NodeSlots is a node and its slots: the first fields of its line, here
 // and on the console. State is active, draining or down; TargetSlots is the
-// node's share of the slots for its weight (0 when not active).
+// node's share of the slots for its weight (0 when not active); Replicas
+// what it holds as primary, follower and learner (nil before the bootstrap
+// or from a slotd that does not report replica sets).
 type NodeSlots struct {
-	ID          string `json:"id"`
-	Address     string `json:"address"`
-	Zone        string `json:"zone"`
-	Weight      uint32 `json:"weight"`
-	State       string `json:"state"`
-	Slots       uint32 `json:"slots"`
-	TargetSlots uint32 `json:"target_slots"`
+	ID          string        `json:"id"`
+	Address     string        `json:"address"`
+	Zone        string        `json:"zone"`
+	Weight      uint32        `json:"weight"`
+	State       string        `json:"state"`
+	Slots       uint32        `json:"slots"`
+	TargetSlots uint32        `json:"target_slots"`
+	Replicas    *NodeReplicas `json:"replicas"`
 }
 
 // Measured is a node's measured load, from its last report:
@@ -139,6 +145,8 @@ func Build(st *slotdv1.StatusResponse, infos []*slotdv1.NodeInfo, lv load.View) 
 		Throttle: st.GetThrottle().GetDefaultBytesPerSecond(), Nodes: []Node{}, InFlight: []Move{},
 		ActivePlan: Plan{st.GetActivePlan()}, LoadUnknown: lv.Unknown(), HotSpots: []HotSpot{},
 	}
+	var held map[string]*NodeReplicas
+	out.Replication, held = replicationOf(st.GetReplicas())
 	heartbeats := map[string]*time.Time{}
 	for _, n := range infos {
 		id := n.GetNode().GetId()
@@ -165,7 +173,7 @@ func Build(st *slotdv1.StatusResponse, infos []*slotdv1.NodeInfo, lv load.View) 
 		nd := n.GetNode()
 		out.Nodes = append(out.Nodes, Node{
 			NodeSlots: NodeSlots{ID: nd.GetId(), Address: nd.GetAddress(), Zone: nd.GetZone(), Weight: nd.GetWeight(), State: NodeState(nd.GetState()),
-				Slots: n.GetSlots(), TargetSlots: n.GetTargetSlots()},
+				Slots: n.GetSlots(), TargetSlots: n.GetTargetSlots(), Replicas: held[nd.GetId()]},
 			Load: n.GetLoad(), Measured: measured[nd.GetId()], Heartbeat: heartbeats[nd.GetId()],
 		})
 	}

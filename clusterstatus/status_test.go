@@ -84,7 +84,7 @@ func TestBuildEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"version":0,"server":"","mover_leader":"","throttle_bytes_per_second":0,"nodes":[],"in_flight":[],"active_plan":null,"load_unknown":[],"hot_spots":[]}`
+	const want = `{"version":0,"server":"","mover_leader":"","throttle_bytes_per_second":0,"replication":null,"nodes":[],"in_flight":[],"active_plan":null,"load_unknown":[],"hot_spots":[]}`
 	if string(b) != want {
 		t.Fatalf("empty status:\n%s\nwant\n%s", b, want)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -49,24 +50,38 @@ type migrationJSON struct {
 }
 
 type mapOptions struct {
-	node    string
-	summary bool
+	node            string
+	summary         bool
+	replicas        bool
+	underReplicated bool
 }
 
 func newMapCmd(g *globals) *cobra.Command {
 	var o mapOptions
 	cmd := &cobra.Command{
 		Use:   "map",
-		Short: "Show which node owns which slot ranges (like Redis' CLUSTER SLOTS)",
+		Short: "Show which node owns which slot ranges (like Redis' CLUSTER SLOTS), or with --replicas each range's replicas",
 		Example: `  slotctl map
   slotctl map --node n1
   slotctl map --summary
+  slotctl map --replicas
+  slotctl map --replicas --node n1 --under-replicated
   slotctl map -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.underReplicated && !o.replicas {
+				return usageError{errors.New("--under-replicated lists replica sets: add --replicas")}
+			}
 			return g.withConn(cmd.Context(), func(ctx context.Context, c *conn) error {
 				cctx, cancel := g.call(ctx)
 				defer cancel()
+				if o.replicas {
+					resp, err := c.admin.ListReplicaSets(cctx, &slotdv1.ListReplicaSetsRequest{NodeId: o.node, UnderReplicatedOnly: o.underReplicated})
+					if err != nil {
+						return err
+					}
+					return g.printMapReplicas(resp)
+				}
 				resp, err := c.dir.GetMap(cctx, &slotdv1.GetMapRequest{})
 				if err != nil {
 					return err
@@ -84,7 +99,10 @@ func newMapCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.node, "node", "", "show only this node's slots")
 	cmd.Flags().BoolVar(&o.summary, "summary", false, "one line per node: slots, share, number of ranges")
+	cmd.Flags().BoolVar(&o.replicas, "replicas", false, "each range's replicas: primary, in-sync replicas (ISR), learners, zones")
+	cmd.Flags().BoolVar(&o.underReplicated, "under-replicated", false, "with --replicas: only the ranges with fewer in-sync replicas than rf")
 	cmd.MarkFlagsMutuallyExclusive("node", "summary")
+	cmd.MarkFlagsMutuallyExclusive("replicas", "summary")
 	return cmd
 }
 

@@ -209,7 +209,8 @@ func isCobraUsage(err error) bool {
 	msg := err.Error()
 	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "accepts ") ||
 		strings.HasPrefix(msg, "requires at least") || strings.HasPrefix(msg, "unknown flag") ||
-		strings.HasPrefix(msg, "unknown shorthand flag") || strings.HasPrefix(msg, "invalid argument")
+		strings.HasPrefix(msg, "unknown shorthand flag") || strings.HasPrefix(msg, "invalid argument") ||
+		strings.HasPrefix(msg, "if any flags in the group")
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

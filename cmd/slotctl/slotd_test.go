@@ -27,6 +27,7 @@ import (
 // over a real embedded etcd, gRPC on 127.0.0.1), stopped when the test ends.
 type testSlotd struct {
 	addr string
+	srv  *servertest.Slotd
 }
 
 // startSlotd serves slotd. With mover, an executor runs plans (it needs
@@ -41,7 +42,7 @@ func startSlotd(t *testing.T, withMover bool, edits ...func(*server.Config)) *te
 			ec.Backoff, ec.DisableLiveness = 20*time.Millisecond, true
 		}
 	}}, edits...)...)
-	return &testSlotd{addr: s.Addr()}
+	return &testSlotd{addr: s.Addr(), srv: s}
 }
 
 // result is one slotctl run.

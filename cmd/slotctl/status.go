@@ -33,7 +33,7 @@ type statusJSON struct {
 func newStatusCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
-		Short: "Show the directory version, nodes and their load, moves in flight, the active plan, the balancer, the throttle",
+		Short: "Show the directory version, replication (rf, min isr, under-replicated slots, zone spread), nodes and their load, moves in flight, the active plan, the balancer, the throttle",
 		Example: `  slotctl status
   slotctl status -o json`,
 		Args: cobra.NoArgs,
@@ -73,8 +73,8 @@ func newStatusCmd(g *globals) *cobra.Command {
 func (g *globals) printStatus(st *slotdv1.StatusResponse, infos []*slotdv1.NodeInfo, lv load.View, auto *autoJSON, autoErr error) error {
 	out := statusJSON{Status: clusterstatus.Build(st, infos, lv), Balancer: auto}
 	return g.print(out, func(w io.Writer) error {
-		fmt.Fprintf(w, "version %d, server %s, mover leader %s, throttle %s\n\n",
-			out.Version, orDash(out.Server), orDash(out.MoverLeader), formatRate(out.Throttle))
+		fmt.Fprintf(w, "version %d, server %s, mover leader %s, throttle %s\n%s\n\n",
+			out.Version, orDash(out.Server), orDash(out.MoverLeader), formatRate(out.Throttle), replicationLines(out.Replication))
 		t := newTable(w, "NODE", "ADDRESS", "ZONE", "WEIGHT", "STATE", "SLOTS", "TARGET", "SLOT RATIO", "BYTES", "BYTES RATIO", "OPS/S", "OPS RATIO")
 		for _, n := range out.Nodes {
 			target, ratio := "-", "-"
