@@ -21,8 +21,10 @@ import (
 type mapJSON struct {
 	Version   uint64 `json:"version"`
 	ClusterID string `json:"cluster_id"`
-	// Nodes are the node ids, sorted; Owners[s] indexes them (-1: none).
+	// Nodes are the node ids, sorted, and Zones their zones ("" for
+	// none); Owners[s] indexes them (-1: none).
 	Nodes      []string        `json:"nodes"`
+	Zones      []string        `json:"zones"`
 	Owners     []int           `json:"owners"`
 	Migrations []migrationJSON `json:"migrations"`
 }
@@ -36,17 +38,20 @@ type migrationJSON struct {
 
 // statusJSON is GET /api/v1/status.
 type statusJSON struct {
-	Now         time.Time       `json:"now"`
-	Version     uint64          `json:"version"`
-	ClusterID   string          `json:"cluster_id"`
-	Server      string          `json:"server"`
-	MoverLeader string          `json:"mover_leader"`
-	Throttle    uint64          `json:"throttle_bytes_per_second"`
-	Nodes       []nodeJSON      `json:"nodes"`
-	Plan        *planJSON       `json:"plan"`
-	InFlight    []inFlightJSON  `json:"in_flight"`
-	History     []historyJSON   `json:"history"`
-	Load        loadSummaryJSON `json:"load"`
+	Now         time.Time `json:"now"`
+	Version     uint64    `json:"version"`
+	ClusterID   string    `json:"cluster_id"`
+	Server      string    `json:"server"`
+	MoverLeader string    `json:"mover_leader"`
+	Throttle    uint64    `json:"throttle_bytes_per_second"`
+	// Replication is the status's (clusterstatus.Replication): the policy,
+	// the under-replicated slots, the zone spread.
+	Replication *clusterstatus.Replication `json:"replication"`
+	Nodes       []nodeJSON                 `json:"nodes"`
+	Plan        *planJSON                  `json:"plan"`
+	InFlight    []inFlightJSON             `json:"in_flight"`
+	History     []historyJSON              `json:"history"`
+	Load        loadSummaryJSON            `json:"load"`
 }
 
 type nodeJSON struct {
@@ -140,7 +145,7 @@ const hotLimit = 10
 const historyLimit = 20
 
 func buildMap(m *slotmap.Map) mapJSON {
-	out := mapJSON{Nodes: []string{}, Owners: make([]int, slots.Count), Migrations: []migrationJSON{}}
+	out := mapJSON{Nodes: []string{}, Zones: []string{}, Owners: make([]int, slots.Count), Migrations: []migrationJSON{}}
 	if m == nil {
 		for i := range out.Owners {
 			out.Owners[i] = -1
@@ -149,12 +154,12 @@ func buildMap(m *slotmap.Map) mapJSON {
 	}
 	out.Version, out.ClusterID = m.Version(), m.ClusterID()
 	idx := map[string]int{}
-	for _, n := range m.Nodes() {
+	nodes := m.Nodes()
+	slices.SortFunc(nodes, func(a, b slotmap.Node) int { return cmp.Compare(a.ID, b.ID) })
+	for i, n := range nodes {
 		out.Nodes = append(out.Nodes, n.ID)
-	}
-	slices.Sort(out.Nodes)
-	for i, id := range out.Nodes {
-		idx[id] = i
+		out.Zones = append(out.Zones, n.Zone)
+		idx[n.ID] = i
 	}
 	for s := range slots.Count {
 		i, ok := idx[m.OwnerID(slots.MustNew(s))]
@@ -247,7 +252,7 @@ func (h *Handler) buildStatus(ctx context.Context) (statusJSON, error) {
 	st := clusterstatus.Build(resp, infos, lv)
 	now := h.cfg.Now()
 	out := statusJSON{Version: st.Version, Server: st.Server, MoverLeader: st.MoverLeader,
-		Throttle: st.Throttle, Nodes: []nodeJSON{}, InFlight: []inFlightJSON{}, History: []historyJSON{},
+		Throttle: st.Throttle, Replication: st.Replication, Nodes: []nodeJSON{}, InFlight: []inFlightJSON{}, History: []historyJSON{},
 		Load: loadSummaryJSON{Measured: []string{}, HotSlots: []hotSlotJSON{}, HotKeys: []hotKeyJSON{}}}
 	m := h.cfg.Source.Map()
 	if m != nil {

@@ -74,8 +74,9 @@ type Handler struct {
 	mux   *http.ServeMux
 	rates *rateSampler
 
-	mu      sync.Mutex // guards mapBody
-	mapBody *cached    // the map's JSON at one version
+	mu           sync.Mutex // guards mapBody and replicasBody
+	mapBody      *cached    // the map's JSON at one version
+	replicasBody *cached    // the replica sets' JSON at one version of the map
 }
 
 type cached struct {
@@ -113,6 +114,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /api/v1/status", h.serveStatus)
 	h.mux.HandleFunc("GET /api/v1/map", h.serveMap)
 	h.mux.HandleFunc("GET /api/v1/load", h.serveLoad)
+	h.mux.HandleFunc("GET /api/v1/replicas", h.serveReplicas)
 	return h, nil
 }
 

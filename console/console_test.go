@@ -180,6 +180,9 @@ func (s grpcSource) Nodes(ctx context.Context) (*slotdv1.ListNodesResponse, erro
 func (s grpcSource) History(ctx context.Context, limit int) ([]directory.Change, error) {
 	return s.d.History(ctx, limit)
 }
+func (s grpcSource) Replicas(ctx context.Context) (*slotdv1.ListReplicaSetsResponse, error) {
+	return s.admin.ListReplicaSets(ctx, &slotdv1.ListReplicaSetsRequest{})
+}
 
 // fakeLoad is a LoadSource that knows one node's load: the node's totals
 // are its slots' sums, and it holds its fair share (ratios 1); the view
@@ -336,6 +339,8 @@ func TestAuthorizeHTTP(t *testing.T) {
 		{"status without identity", anon, "/api/v1/status", nil, http.StatusUnauthorized},
 		{"map without identity", anon, "/api/v1/map", nil, http.StatusUnauthorized},
 		{"load without identity", anon, "/api/v1/load", nil, http.StatusUnauthorized},
+		{"replicas without identity", anon, "/api/v1/replicas", nil, http.StatusUnauthorized},
+		{"read certificate, replicas", reader, "/api/v1/replicas", nil, http.StatusOK},
 		{"unknown token", anon, "/api/v1/status", []string{"Authorization", "Bearer nope"}, http.StatusUnauthorized},
 		{"read token", anon, "/api/v1/status", []string{"Authorization", token(set.ReadToken)}, http.StatusOK},
 		{"read certificate", reader, "/api/v1/status", nil, http.StatusOK},

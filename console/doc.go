@@ -7,12 +7,15 @@
 //	                     flight, recent history, hot slots and keys
 //	GET /api/v1/map      the owner of each of the 16,384 slots, moves in flight
 //	GET /api/v1/load     per-slot keys, bytes and ops (null where unmeasured)
+//	GET /api/v1/replicas per-slot in-sync replicas and learners, the slots
+//	                     that are not ok (under-replicated and the like)
 //
 // Every JSON answer carries an ETag and answers 304 to If-None-Match, so
 // an open page that polls an idle cluster costs a comparison. With
 // authorization on (client certificates or tokens) the JSON needs the read
 // role, decided by the same auth.Authorizer and policy as gRPC (the
-// methods Admin/Status and Directory/GetMap); the page itself is public.
+// methods Admin/Status, Admin/ListReplicaSets and Directory/GetMap); the
+// page itself is public.
 //
 // Usage (server/ mounts it on slotd's HTTP mux, with a Source and a
 // LoadSource that read its own process):

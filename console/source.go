@@ -21,6 +21,9 @@ type Source interface {
 	Nodes(ctx context.Context) (*slotdv1.ListNodesResponse, error)
 	// History returns the newest limit changes, oldest first.
 	History(ctx context.Context, limit int) ([]directory.Change, error)
+	// Replicas is slotd.v1.Admin/ListReplicaSets: every slot's replicas
+	// (FAILED_PRECONDITION before the bootstrap).
+	Replicas(ctx context.Context) (*slotdv1.ListReplicaSetsResponse, error)
 }
 
 // LoadSource is where measured load comes from: the slotd's view of its

@@ -33,6 +33,10 @@ func (s consoleSource) Nodes(ctx context.Context) (*slotdv1.ListNodesResponse, e
 	return s.svc.Directory().ListNodes(ctx, &slotdv1.ListNodesRequest{})
 }
 
+func (s consoleSource) Replicas(ctx context.Context) (*slotdv1.ListReplicaSetsResponse, error) {
+	return s.svc.Admin().ListReplicaSets(ctx, &slotdv1.ListReplicaSetsRequest{})
+}
+
 func (s consoleSource) History(ctx context.Context, limit int) ([]directory.Change, error) {
 	return s.dir.History(ctx, limit)
 }

@@ -1,4 +1,4 @@
-// slotd console: polls /api/v1/map, /api/v1/status and /api/v1/load (see
+// slotd console: polls /api/v1/map, /api/v1/status, /api/v1/load and /api/v1/replicas (see
 // docs/console.md) and draws the slot map and the tables. No framework, no
 // external resources, nothing inline (the Content-Security-Policy forbids it).
 "use strict";
@@ -9,10 +9,14 @@
   const PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",
     "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#17becf", "#bcbd22", "#8c564b"];
   const GREY = [90, 90, 90], NONE = [0, 0, 0];
+  // The under-replicated layer: slots short of rf or of their zones stand
+  // out in these colours (none of the palette's); the others are dimmed.
+  const LAYER = { "under-replicated": [255, 61, 214], "below-min-isr": [255, 0, 0], "zone-violation": [255, 255, 0] };
+  const DIM = 0.3;
   // Turbo-like ramp for heat: low to high.
   const RAMP = [[48, 18, 59], [70, 98, 215], [26, 228, 182], [164, 252, 60], [251, 128, 34], [122, 4, 3]];
 
-  const state = { map: null, status: null, load: null, mode: "owner", etags: {}, hover: -1 };
+  const state = { map: null, status: null, load: null, replicas: null, layer: false, mode: "owner", etags: {}, hover: -1 };
   const $ = (id) => document.getElementById(id);
   // willReadFrequently: the map is drawn with putImageData (no GPU work to
   // lose), and readers such as the browser tests read its pixels back.
@@ -86,6 +90,10 @@
         const v = slotValue(s);
         rgb = v == null ? GREY : ramp(max > 0 ? Math.log1p(v) / Math.log1p(max) : 0);
       }
+      if (state.layer && state.replicas) {
+        const st = state.replicas.states[s];
+        rgb = st ? LAYER[st] : rgb.map((c) => Math.round(c * DIM));
+      }
       const x0 = (s % COLS) * CELL, y0 = Math.floor(s / COLS) * CELL, edge = moving.has(s);
       for (let dy = 0; dy < CELL; dy++) {
         for (let dx = 0; dx < CELL; dx++) {
@@ -99,6 +107,7 @@
     ctx.putImageData(img, 0, 0);
     document.body.dataset.mapVersion = String(m.version);
     document.body.dataset.mode = state.mode;
+    document.body.dataset.layer = state.layer && state.replicas ? "under-replicated" : "";
     $("scale").hidden = state.mode === "owner";
     $("scale-hi").textContent = state.mode === "bytes" ? fmtBytes(max) : fmtNum(max, 1) + " ops/s";
   }
@@ -111,10 +120,12 @@
       span.className = "node";
       span.dataset.node = id;
       span.dataset.color = PALETTE[i % PALETTE.length];
+      const zone = (m.zones && m.zones[i]) || "";
+      span.dataset.zone = zone;
       const sw = document.createElement("span");
       sw.className = "swatch";
       sw.style.backgroundColor = PALETTE[i % PALETTE.length];
-      span.append(sw, document.createTextNode(id));
+      span.append(sw, document.createTextNode(id + (zone ? " (" + zone + ")" : "")));
       return span;
     }));
   }
@@ -135,6 +146,13 @@
       "keys   " + (has ? fmtNum(L.keys[s]) : "unmeasured"),
       "bytes  " + (has ? fmtBytes(L.bytes[s]) : "unmeasured"),
       "rate   " + (has ? fmtNum(L.ops[s], 1) + " ops/s" : "unmeasured")];
+    const R = state.replicas;
+    if (R && R.isr[s] && R.isr[s].length) {
+      const named = (l) => l.map((i) => R.nodes[i] + (R.zones[i] ? " (" + R.zones[i] + ")" : "")).join(", ");
+      lines.push("isr    " + named(R.isr[s]));
+      if (R.learners[s]) lines.push("learn  " + named(R.learners[s]));
+      if (R.states[s]) lines.push("state  " + R.states[s]);
+    }
     const mg = m.migrations.find((x) => x.slot === s);
     if (mg) lines.push("moving " + mg.from + " -> " + mg.to + " (" + mg.phase + ")");
     tip.textContent = lines.join("\n");
@@ -146,6 +164,11 @@
     }
   }
   function hideTip() { state.hover = -1; $("tip").hidden = true; }
+  $("layer-under").addEventListener("change", (ev) => {
+    state.layer = ev.target.checked;
+    $("layer-legend").hidden = !state.layer;
+    draw();
+  });
   canvas.addEventListener("mousemove", showTip);
   canvas.addEventListener("mouseleave", hideTip);
 
@@ -174,9 +197,17 @@
     $("version").textContent = String(st.version);
     $("leader").textContent = st.mover_leader || "none";
     $("server").textContent = st.server || "-";
+    const rp = st.replication;
+    $("rf").textContent = rp ? rp.rf + " (min isr " + rp.min_isr + ")" : "-";
+    $("under").textContent = rp ? String(rp.under_replicated) : "-";
+    $("under").className = rp && rp.under_replicated > 0 ? "warn" : "";
+    $("spread").textContent = rp && rp.zone_spread.length ? rp.zone_spread.slice().reverse().map((z) => fmtNum(z.slots) + " in " + z.zones).join(", ") : "-";
+    $("violations").textContent = rp ? String(rp.zone_violations) : "-";
+    $("violations").className = rp && rp.zone_violations > 0 ? "bad" : "";
     const now = Date.now(); // the browser's clock: heartbeat ages are rough
     fillTable("nodes", st.nodes.map((n) => [
-      cell(n.id), cell(n.address), cell(n.state, "state-" + n.state), cell(fmtNum(n.slots), "num"),
+      cell(n.id), cell(n.address), cell(n.zone || "-"), cell(n.state, "state-" + n.state), cell(fmtNum(n.slots), "num"),
+      cell(n.replicas ? fmtNum(n.replicas.followers) : "-", "num"), cell(n.replicas ? fmtNum(n.replicas.learners) : "-", "num"),
       cell(n.target_slots ? n.slot_ratio.toFixed(3) : "-", "num"),
       cell(fmtNum(n.keys), "num"), cell(fmtBytes(n.bytes), "num"), cell(n.bytes_ratio == null ? "-" : n.bytes_ratio.toFixed(3), "num"),
       cell(fmtNum(n.ops, 1), "num"), cell(n.ops_ratio == null ? "-" : n.ops_ratio.toFixed(3), "num"),
@@ -286,6 +317,10 @@
   every(1000, async () => {
     const st = await get("/api/v1/status");
     if (st) { state.status = st; renderStatus(); }
+  });
+  every(1000, async () => {
+    const r = await get("/api/v1/replicas");
+    if (r) { state.replicas = r; if (state.layer) draw(); if (state.hover >= 0) renderTip(); }
   });
   every(2000, async () => {
     const l = await get("/api/v1/load");
