@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,5 +158,30 @@ func TestReplicasJSON(t *testing.T) {
 		if n.Zone != c.zones[n.ID] || h.Primaries != n.Slots || h.Learners != learners || h.Primaries+h.Followers+h.Learners != slots.Count {
 			t.Fatalf("status node %s: %+v", n.ID, n)
 		}
+	}
+}
+
+// TestReplicaMetricsOnSlotd: slotd's /metrics, beside the console, exports
+// the replica sets as the status counts them: the under-replicated slot,
+// no zone violation, and every node's slots by role.
+func TestReplicaMetricsOnSlotd(t *testing.T) {
+	c := startRF3(t)
+	sum := c.snap.ReplicaSummary()
+	want := []string{"slotd_slots_under_replicated 1", "slotd_slots_below_min_isr 0", "slotd_zone_violations 0", "slotd_replication_factor 3"}
+	for _, id := range []string{"n1", "n2", "n3"} {
+		h := sum.Nodes[id]
+		for i, v := range []int{h.Primaries, h.Followers, h.Learners} {
+			want = append(want, fmt.Sprintf("slotd_node_replicas{node=%q,role=%q} %d", id, directory.Roles[i], v))
+		}
+	}
+	_, body := get(t, noRedirect, c.base+"/metrics")
+	lines := strings.Split(string(body), "\n")
+	for _, w := range want {
+		if !slices.Contains(lines, w) {
+			t.Errorf("/metrics has no line %q", w)
+		}
+	}
+	if sum.Nodes[c.learner].Learners != 1 {
+		t.Fatalf("%s holds %+v, want the learner of slot %d", c.learner, sum.Nodes[c.learner], c.slot)
 	}
 }

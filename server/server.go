@@ -151,6 +151,8 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	// Node and plan state for alerts and dashboards, read at each scrape.
 	s.reg.MustRegister(mover.NewStatusCollector(s.dir, ctl, cfg.RequestTimeout, lg))
+	// The replica sets against the policy and the zone rule, the same way.
+	s.reg.MustRegister(directory.NewReplicaCollector(s.dir, cfg.RequestTimeout, lg))
 	if !cfg.DisableMover {
 		ec := mover.ExecutorConfig{
 			Directory: s.dir, Control: ctl, Etcd: s.cli, Stores: s.pool, Name: cfg.Name, Logger: lg, Registerer: s.reg,
