@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/grpc/status"
 
+	"github.com/slotd/slotd/api/slotmap"
 	"github.com/slotd/slotd/auth"
 )
 
@@ -239,24 +240,39 @@ func (h *Handler) serveMap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := h.cfg.Source.Map()
+	h.serveVersioned(w, r, m, &h.mapBody, "m", func() (any, bool, error) { return buildMap(m), true, nil })
+}
+
+// serveVersioned answers the JSON that build makes at the version of m,
+// the served map: built once per version and cluster and kept in *slot
+// (unless build says not to keep it), its ETag tag and the body's hash. A
+// build's error is its status's message, 503.
+func (h *Handler) serveVersioned(w http.ResponseWriter, r *http.Request, m *slotmap.Map, slot **cached, tag string, build func() (v any, keep bool, err error)) {
 	key := "none"
 	if m != nil {
 		key = m.ClusterID() + "/" + uitoa(m.Version())
 	}
 	h.mu.Lock()
-	c := h.mapBody
+	c := *slot
 	h.mu.Unlock()
 	if c == nil || c.key != key {
-		body, err := json.Marshal(buildMap(m))
+		v, keep, err := build()
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, status.Convert(err).Message())
+			return
+		}
+		body, err := json.Marshal(v)
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, err.Error())
 			return
 		}
-		sum := sha256.Sum256([]byte(key))
-		c = &cached{key: key, etag: `"m` + hex.EncodeToString(sum[:8]) + `"`, body: append(body, '\n')}
-		h.mu.Lock()
-		h.mapBody = c
-		h.mu.Unlock()
+		sum := sha256.Sum256(body)
+		c = &cached{key: key, etag: `"` + tag + hex.EncodeToString(sum[:8]) + `"`, body: append(body, '\n')}
+		if keep {
+			h.mu.Lock()
+			*slot = c
+			h.mu.Unlock()
+		}
 	}
 	jsonHeaders(w)
 	writeTagged(w, r, c.etag, c.body)

@@ -2,9 +2,7 @@ package console
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -100,14 +98,7 @@ func (h *Handler) serveReplicas(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := h.cfg.Source.Map()
-	key := "none"
-	if m != nil {
-		key = m.ClusterID() + "/" + uitoa(m.Version())
-	}
-	h.mu.Lock()
-	c := h.replicasBody
-	h.mu.Unlock()
-	if c == nil || c.key != key {
+	h.serveVersioned(w, r, m, &h.replicasBody, "r", func() (any, bool, error) {
 		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 		defer cancel()
 		resp, err := h.cfg.Source.Replicas(ctx)
@@ -115,22 +106,8 @@ func (h *Handler) serveReplicas(w http.ResponseWriter, r *http.Request) {
 		case status.Code(err) == codes.FailedPrecondition:
 			resp = &slotdv1.ListReplicaSetsResponse{} // not bootstrapped: no slot has replicas
 		case err != nil:
-			writeError(w, http.StatusServiceUnavailable, "replicas: "+status.Convert(err).Message())
-			return
+			return nil, false, fmt.Errorf("replicas: %s", status.Convert(err).Message())
 		}
-		body, err := json.Marshal(buildReplicas(m, resp))
-		if err != nil {
-			writeError(w, http.StatusInternalServerError, err.Error())
-			return
-		}
-		sum := sha256.Sum256(body)
-		c = &cached{key: key, etag: `"r` + hex.EncodeToString(sum[:8]) + `"`, body: append(body, '\n')}
-		if m != nil && resp.GetVersion() > 0 {
-			h.mu.Lock()
-			h.replicasBody = c
-			h.mu.Unlock()
-		}
-	}
-	jsonHeaders(w)
-	writeTagged(w, r, c.etag, c.body)
+		return buildReplicas(m, resp), m != nil && resp.GetVersion() > 0, nil
+	})
 }
