@@ -90,29 +90,50 @@ func (s *Snapshot) ReplicaSummary() ReplicaSummary {
 
 // ReplicaRanges returns every slot's replicas as runs of consecutive slots
 // with the same ISR and learners, in slot order. Epochs are left out: a
-// run is about who holds the slots.
+// run is about who holds the slots. Runs with the same replicas share
+// their ISR, Learners and Zones slices: treat them as read-only.
 func (s *Snapshot) ReplicaRanges() []ReplicaRange {
 	ix := s.nodeIndex()
+	// A bootstrap's ring walk gives neighbours different sets, so there
+	// may be a run per slot but only a few distinct sets: each is named
+	// and judged once.
+	type shape struct {
+		isr, learners, zones []string
+		violation            bool
+	}
+	shapes := map[string]*shape{}
+	var key []byte
 	var out []ReplicaRange
-	var last *replicaRec
+	var last *shape
 	s.eachSet(func(sl int, r *replicaRec) {
-		if last != nil && slices.Equal(last.isr, r.isr) && slices.Equal(last.learners, r.learners) {
+		key = key[:0]
+		for _, idx := range r.isr {
+			key = append(key, byte(idx>>8), byte(idx))
+		}
+		key = append(key, 0xff, 0xff) // no index is noOwner
+		for _, idx := range r.learners {
+			key = append(key, byte(idx>>8), byte(idx))
+		}
+		sh, ok := shapes[string(key)]
+		if !ok {
+			set := r.withIDs(sl, s.nodeAt)
+			sh = &shape{isr: set.ISR, learners: set.Learners}
+			_, sh.violation = ix.spread(r)
+			for _, idx := range r.members() {
+				if z := ix.zone(idx); !slices.Contains(sh.zones, z) {
+					sh.zones = append(sh.zones, z)
+				}
+			}
+			slices.Sort(sh.zones)
+			shapes[string(key)] = sh
+		}
+		if sh == last {
 			out[len(out)-1].To = slots.MustNew(sl)
 			return
 		}
-		last = &replicaRec{isr: slices.Clone(r.isr), learners: slices.Clone(r.learners)}
-		_, bad := ix.spread(r)
-		rg := ReplicaRange{From: slots.MustNew(sl), To: slots.MustNew(sl), ZoneViolation: bad,
-			UnderReplicated: len(r.isr) < s.Replication.RF, BelowMinISR: len(r.isr) < s.Replication.MinISR}
-		set := r.withIDs(sl, s.nodeAt)
-		rg.ISR, rg.Learners = set.ISR, set.Learners
-		for _, idx := range r.members() {
-			if z := ix.zone(idx); !slices.Contains(rg.Zones, z) {
-				rg.Zones = append(rg.Zones, z)
-			}
-		}
-		slices.Sort(rg.Zones)
-		out = append(out, rg)
+		last = sh
+		out = append(out, ReplicaRange{From: slots.MustNew(sl), To: slots.MustNew(sl), ISR: sh.isr, Learners: sh.learners, Zones: sh.zones,
+			UnderReplicated: len(r.isr) < s.Replication.RF, BelowMinISR: len(r.isr) < s.Replication.MinISR, ZoneViolation: sh.violation})
 	})
 	return out
 }
