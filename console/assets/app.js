@@ -159,8 +159,8 @@
     tip.dataset.slot = String(s);
     tip.hidden = false;
     if (x !== undefined) {
-      tip.style.left = Math.min(x + 14, 512 - 190) + "px";
-      tip.style.top = Math.min(y + 14, 512 - 110) + "px";
+      tip.style.left = Math.min(x + 14, 512 - 240) + "px";
+      tip.style.top = Math.min(y + 14, 512 - 150) + "px";
     }
   }
   function hideTip() { state.hover = -1; $("tip").hidden = true; }
