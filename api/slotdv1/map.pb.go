@@ -323,6 +323,20 @@ func (x *Migration) GetMoveId() string {
 //
 // Before the directory is bootstrapped no slot has an owner: owner_bits is 0
 // and owners is empty, while nodes may already be registered.
+//
+// Encoding of replicas (docs/replication.md, "The map and the SDK"): the
+// replica sets the directory stores, one record per slot, in increasing slot
+// order; a slot without a record is its owner alone, at epoch 0 (every slot
+// at rf 1, so a map at rf 1 has no replicas and its encoding is what it was
+// before replica sets). Every number is an unsigned varint (Go's
+// encoding/binary Uvarint). A record is: the slot minus the slot after the
+// previous record's (the slot itself for the first record); the epoch;
+// f*16 + l, where f (at most 15) is the number of in-sync replicas other than
+// the primary and l (at most 15) the number of learners; then f indexes into
+// nodes (the in-sync replicas after the primary, in order) and l indexes (the
+// learners). The primary is the slot's owner and is not repeated; no index
+// appears twice in a record or names the owner; a record with epoch 0, f 0
+// and l 0 is not written. Set only when owners is.
 type SlotMap struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Directory version this map reflects, strictly increasing.
@@ -333,7 +347,9 @@ type SlotMap struct {
 	// Moves in flight at this version (usually zero or one per plan).
 	Migrations []*Migration `protobuf:"bytes,5,rep,name=migrations,proto3" json:"migrations,omitempty"`
 	// Identity of the directory, so a client never mixes maps of two clusters.
-	ClusterId     string `protobuf:"bytes,6,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterId string `protobuf:"bytes,6,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Replica sets, encoded as described above; empty when no slot has one.
+	Replicas      []byte `protobuf:"bytes,7,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -410,6 +426,13 @@ func (x *SlotMap) GetClusterId() string {
 	return ""
 }
 
+func (x *SlotMap) GetReplicas() []byte {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
 // SlotOwner is one slot's new owner, by node id.
 type SlotOwner struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -463,6 +486,80 @@ func (x *SlotOwner) GetOwner() string {
 	return ""
 }
 
+// SlotReplicas is one slot's replica set, by node id. Its primary is the
+// slot's owner.
+type SlotReplicas struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Slot  uint32                 `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	// The version at which a replica step last changed the slot's primary or
+	// in-sync set; 0 while none has since the slot's last owner change.
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// In-sync replicas other than the primary, in order.
+	Followers []string `protobuf:"bytes,3,rep,name=followers,proto3" json:"followers,omitempty"`
+	// Replicas being filled, not in sync yet.
+	Learners      []string `protobuf:"bytes,4,rep,name=learners,proto3" json:"learners,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotReplicas) Reset() {
+	*x = SlotReplicas{}
+	mi := &file_slotdv1_map_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotReplicas) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotReplicas) ProtoMessage() {}
+
+func (x *SlotReplicas) ProtoReflect() protoreflect.Message {
+	mi := &file_slotdv1_map_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotReplicas.ProtoReflect.Descriptor instead.
+func (*SlotReplicas) Descriptor() ([]byte, []int) {
+	return file_slotdv1_map_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SlotReplicas) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *SlotReplicas) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *SlotReplicas) GetFollowers() []string {
+	if x != nil {
+		return x.Followers
+	}
+	return nil
+}
+
+func (x *SlotReplicas) GetLearners() []string {
+	if x != nil {
+		return x.Learners
+	}
+	return nil
+}
+
 // MapDelta turns the map at from_version into the map at version. Applying it
 // to any other version is an error: the receiver must fetch a full map.
 type MapDelta struct {
@@ -476,14 +573,18 @@ type MapDelta struct {
 	// Node ids removed. A removed node owns no slot at version.
 	RemovedNodes []string `protobuf:"bytes,5,rep,name=removed_nodes,json=removedNodes,proto3" json:"removed_nodes,omitempty"`
 	// The complete set of moves in flight at version (it is small).
-	Migrations    []*Migration `protobuf:"bytes,6,rep,name=migrations,proto3" json:"migrations,omitempty"`
+	Migrations []*Migration `protobuf:"bytes,6,rep,name=migrations,proto3" json:"migrations,omitempty"`
+	// Slots whose replica set changed, with the whole new set. A record with
+	// epoch 0 and neither followers nor learners makes the slot its owner
+	// alone. A removed node is in no set at version.
+	Replicas      []*SlotReplicas `protobuf:"bytes,7,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MapDelta) Reset() {
 	*x = MapDelta{}
-	mi := &file_slotdv1_map_proto_msgTypes[4]
+	mi := &file_slotdv1_map_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -495,7 +596,7 @@ func (x *MapDelta) String() string {
 func (*MapDelta) ProtoMessage() {}
 
 func (x *MapDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_slotdv1_map_proto_msgTypes[4]
+	mi := &file_slotdv1_map_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -508,7 +609,7 @@ func (x *MapDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MapDelta.ProtoReflect.Descriptor instead.
 func (*MapDelta) Descriptor() ([]byte, []int) {
-	return file_slotdv1_map_proto_rawDescGZIP(), []int{4}
+	return file_slotdv1_map_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MapDelta) GetFromVersion() uint64 {
@@ -553,6 +654,13 @@ func (x *MapDelta) GetMigrations() []*Migration {
 	return nil
 }
 
+func (x *MapDelta) GetReplicas() []*SlotReplicas {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
 var File_slotdv1_map_proto protoreflect.FileDescriptor
 
 const file_slotdv1_map_proto_rawDesc = "" +
@@ -569,7 +677,7 @@ const file_slotdv1_map_proto_rawDesc = "" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12)\n" +
 	"\x05phase\x18\x04 \x01(\x0e2\x13.slotd.v1.MovePhaseR\x05phase\x12\x17\n" +
-	"\amove_id\x18\x05 \x01(\tR\x06moveId\"\xd4\x01\n" +
+	"\amove_id\x18\x05 \x01(\tR\x06moveId\"\xf0\x01\n" +
 	"\aSlotMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12$\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x0e.slotd.v1.NodeR\x05nodes\x12\x1d\n" +
@@ -580,10 +688,16 @@ const file_slotdv1_map_proto_rawDesc = "" +
 	"migrations\x18\x05 \x03(\v2\x13.slotd.v1.MigrationR\n" +
 	"migrations\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x06 \x01(\tR\tclusterId\"5\n" +
+	"cluster_id\x18\x06 \x01(\tR\tclusterId\x12\x1a\n" +
+	"\breplicas\x18\a \x01(\fR\breplicas\"5\n" +
 	"\tSlotOwner\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xf2\x01\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"r\n" +
+	"\fSlotReplicas\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1c\n" +
+	"\tfollowers\x18\x03 \x03(\tR\tfollowers\x12\x1a\n" +
+	"\blearners\x18\x04 \x03(\tR\blearners\"\xa6\x02\n" +
 	"\bMapDelta\x12!\n" +
 	"\ffrom_version\x18\x01 \x01(\x04R\vfromVersion\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12)\n" +
@@ -592,7 +706,8 @@ const file_slotdv1_map_proto_rawDesc = "" +
 	"\rremoved_nodes\x18\x05 \x03(\tR\fremovedNodes\x123\n" +
 	"\n" +
 	"migrations\x18\x06 \x03(\v2\x13.slotd.v1.MigrationR\n" +
-	"migrations*l\n" +
+	"migrations\x122\n" +
+	"\breplicas\x18\a \x03(\v2\x16.slotd.v1.SlotReplicasR\breplicas*l\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11NODE_STATE_ACTIVE\x10\x01\x12\x17\n" +
@@ -620,15 +735,16 @@ func file_slotdv1_map_proto_rawDescGZIP() []byte {
 }
 
 var file_slotdv1_map_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_slotdv1_map_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_slotdv1_map_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_slotdv1_map_proto_goTypes = []any{
-	(NodeState)(0),    // 0: slotd.v1.NodeState
-	(MovePhase)(0),    // 1: slotd.v1.MovePhase
-	(*Node)(nil),      // 2: slotd.v1.Node
-	(*Migration)(nil), // 3: slotd.v1.Migration
-	(*SlotMap)(nil),   // 4: slotd.v1.SlotMap
-	(*SlotOwner)(nil), // 5: slotd.v1.SlotOwner
-	(*MapDelta)(nil),  // 6: slotd.v1.MapDelta
+	(NodeState)(0),       // 0: slotd.v1.NodeState
+	(MovePhase)(0),       // 1: slotd.v1.MovePhase
+	(*Node)(nil),         // 2: slotd.v1.Node
+	(*Migration)(nil),    // 3: slotd.v1.Migration
+	(*SlotMap)(nil),      // 4: slotd.v1.SlotMap
+	(*SlotOwner)(nil),    // 5: slotd.v1.SlotOwner
+	(*SlotReplicas)(nil), // 6: slotd.v1.SlotReplicas
+	(*MapDelta)(nil),     // 7: slotd.v1.MapDelta
 }
 var file_slotdv1_map_proto_depIdxs = []int32{
 	0, // 0: slotd.v1.Node.state:type_name -> slotd.v1.NodeState
@@ -638,11 +754,12 @@ var file_slotdv1_map_proto_depIdxs = []int32{
 	5, // 4: slotd.v1.MapDelta.slots:type_name -> slotd.v1.SlotOwner
 	2, // 5: slotd.v1.MapDelta.nodes:type_name -> slotd.v1.Node
 	3, // 6: slotd.v1.MapDelta.migrations:type_name -> slotd.v1.Migration
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	6, // 7: slotd.v1.MapDelta.replicas:type_name -> slotd.v1.SlotReplicas
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_slotdv1_map_proto_init() }
@@ -656,7 +773,7 @@ func file_slotdv1_map_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_slotdv1_map_proto_rawDesc), len(file_slotdv1_map_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -84,6 +84,10 @@ type Snapshot struct {
 	// builds a map per version; indexes spare it a string per slot.
 	OwnerIndexes []uint16
 	Migrations   []Migration
+	// Replicas holds the slots' replica sets, each ISR's primary the
+	// slot's owner; a slot without one is its owner alone at epoch 0.
+	// Empty at rf 1.
+	Replicas []ReplicaSet
 }
 
 // Map is the slot map at one version. The zero Map is an empty map at
@@ -106,6 +110,9 @@ type Map struct {
 	// patches are slots set by a redirect newer than version; they survive
 	// updates older than their own version (see WithOwner).
 	patches []patch
+	// replicas holds the replica sets other than an owner alone at epoch
+	// 0; nil when there are none (rf 1). Route never reads it.
+	replicas *replicaTable
 	// owners is last: its table of recent slots holds no pointers, and
 	// the collector scans a Map only up to its last pointer.
 	owners ownerTable
@@ -124,9 +131,12 @@ func New(s Snapshot) (*Map, error) {
 		return nil, err
 	}
 	if len(s.OwnerIndexes) > 0 {
-		return m.setOwnerIndexes(s)
+		return m.setOwnerIndexes(s, idx)
 	}
 	if len(s.Owners) == 0 {
+		if len(s.Replicas) > 0 {
+			return nil, fmt.Errorf("%w: replica sets without owners", ErrInvalid)
+		}
 		return m.seal(), m.setMigrations(s.Migrations)
 	}
 	if len(s.Owners) != slots.Count {
@@ -151,11 +161,14 @@ func New(s Snapshot) (*Map, error) {
 	if err := m.setMigrations(s.Migrations); err != nil {
 		return nil, err
 	}
+	if err := m.setReplicas(s.Replicas, idx); err != nil {
+		return nil, err
+	}
 	return m.seal(), nil
 }
 
 // setOwnerIndexes is New's end for a snapshot with OwnerIndexes.
-func (m *Map) setOwnerIndexes(s Snapshot) (*Map, error) {
+func (m *Map) setOwnerIndexes(s Snapshot, idx map[string]uint16) (*Map, error) {
 	if len(s.OwnerIndexes) != slots.Count {
 		return nil, fmt.Errorf("%w: %d owner indexes, want %d", ErrInvalid, len(s.OwnerIndexes), slots.Count)
 	}
@@ -168,6 +181,9 @@ func (m *Map) setOwnerIndexes(s Snapshot) (*Map, error) {
 	m.assigned = true
 	copy(m.owners.own()[:], s.OwnerIndexes)
 	if err := m.setMigrations(s.Migrations); err != nil {
+		return nil, err
+	}
+	if err := m.setReplicas(s.Replicas, idx); err != nil {
 		return nil, err
 	}
 	return m.seal(), nil
@@ -429,11 +445,24 @@ func (m *Map) compact() *Map {
 	for s, o := range t {
 		t[s] = remap[o]
 	}
+	// No replica set names a placeholder (sets come from slotd alone), so
+	// none loses a member.
+	var lost slots.Set
+	m.replicas = m.replicas.remap(intsOf(remap), &lost)
 	return m
 }
 
-// Equal reports whether two maps have the same version, nodes, owners and
-// moves in flight (patches aside).
+// intsOf widens a node index remapping for replicaTable.remap.
+func intsOf(remap []uint16) []int {
+	out := make([]int, len(remap))
+	for i, r := range remap {
+		out[i] = int(r)
+	}
+	return out
+}
+
+// Equal reports whether two maps have the same version, nodes, owners,
+// replica sets and moves in flight (patches aside).
 func (m *Map) Equal(o *Map) bool {
 	if m.version != o.version || m.clusterID != o.clusterID || m.assigned != o.assigned || len(m.nodes) != len(o.nodes) ||
 		!slices.Equal(m.migrations, o.migrations) {
@@ -448,7 +477,7 @@ func (m *Map) Equal(o *Map) bool {
 		return true
 	}
 	for s := range slots.Count {
-		if m.nodes[m.owners.get(s)].ID != o.nodes[o.owners.get(s)].ID {
+		if m.nodes[m.owners.get(s)].ID != o.nodes[o.owners.get(s)].ID || !sameReplicas(m, o, s) {
 			return false
 		}
 	}

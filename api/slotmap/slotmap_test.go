@@ -320,6 +320,8 @@ func FuzzFromProto(f *testing.F) {
 	for _, n := range []int{1, 3, 17} {
 		wire, _ := proto.Marshal(testMap(f, 5, testNodes(n), 1).Proto())
 		f.Add(wire)
+		wire, _ = proto.Marshal(replicatedMap(f, 9, testNodes(n), 3, true, 1).Proto())
+		f.Add(wire)
 	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, wire []byte) {

@@ -24,6 +24,7 @@ func (m *Map) Proto() *slotdv1.SlotMap {
 	b := ownerBits(len(m.nodes))
 	pb.OwnerBits = uint32(b)
 	pb.Owners = packOwners(&m.owners, b)
+	pb.Replicas = encodeReplicas(m.replicas)
 	return pb
 }
 
@@ -62,6 +63,9 @@ func FromProto(pb *slotdv1.SlotMap) (*Map, error) {
 		return nil, err
 	}
 	if pb.GetOwnerBits() == 0 && len(pb.GetOwners()) == 0 {
+		if len(pb.GetReplicas()) > 0 {
+			return nil, fmt.Errorf("%w: replica sets without owners", ErrInvalid)
+		}
 		return m.seal(), m.adoptMigrations(ms) // not bootstrapped yet
 	}
 	if len(nodes) == 0 {
@@ -78,6 +82,9 @@ func FromProto(pb *slotdv1.SlotMap) (*Map, error) {
 		return nil, err
 	}
 	m.assigned = true
+	if err := m.decodeReplicas(pb.GetReplicas()); err != nil {
+		return nil, err
+	}
 	if err := m.adoptMigrations(ms); err != nil {
 		return nil, err
 	}
@@ -164,6 +171,9 @@ func Diff(from, to *Map) *slotdv1.MapDelta {
 			}
 		}
 	}
+	if to.assigned {
+		diffReplicas(d, from, to, kept)
+	}
 	d.Migrations = migrationsProto(to.migrations)
 	return d
 }
@@ -212,7 +222,7 @@ func (m *Map) Apply(d *slotdv1.MapDelta) (*Map, error) {
 	}
 	// lost marks slots whose owner the delta removes; the delta must
 	// reassign every one of them.
-	var lost slots.Set
+	var lost, lostReplica slots.Set
 	nlost := 0
 	if removed := d.GetRemovedNodes(); len(removed) > 0 {
 		remap := make([]int, len(c.nodes))
@@ -237,6 +247,7 @@ func (m *Map) Apply(d *slotdv1.MapDelta) (*Map, error) {
 				}
 			}
 		}
+		c.replicas = c.replicas.remap(remap, &lostReplica)
 		c.nodes = kept
 	}
 	if len(c.patches) > 0 {
@@ -245,7 +256,7 @@ func (m *Map) Apply(d *slotdv1.MapDelta) (*Map, error) {
 
 	// Owner lookups: a linear scan beats building a map for small deltas.
 	var idx map[string]uint16
-	if len(d.GetSlots()) > 16 && len(c.nodes) > 8 {
+	if len(d.GetSlots())+len(d.GetReplicas()) > 16 && len(c.nodes) > 8 {
 		idx = make(map[string]uint16, len(c.nodes))
 		for i, n := range c.nodes {
 			idx[n.ID] = uint16(i)
@@ -289,6 +300,27 @@ func (m *Map) Apply(d *slotdv1.MapDelta) (*Map, error) {
 		}
 	}
 	c.assigned = m.assigned || nassigned > 0
+	if err := c.applyReplicas(d.GetReplicas(), &lostReplica, func(id string) (uint16, bool) {
+		if idx != nil {
+			i, ok := idx[id]
+			return i, ok
+		}
+		i := c.index(id)
+		return uint16(i), i >= 0
+	}); err != nil {
+		return nil, err
+	}
+	if c.replicas != nil {
+		// A slot whose owner the delta changed and whose set it left as it
+		// was must not now name its owner among its other replicas.
+		for s := range assigned.All() {
+			if r, ok := c.replicas.get(s.Int()); ok && !c.patched(s) {
+				if err := c.checkRec(s.Int(), r); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	ms, err := migrationsFromProto(d.GetMigrations())
 	if err != nil {
 		return nil, err
