@@ -289,3 +289,18 @@ func (c *Client) routeSlow(key []byte) (slotmap.Route, error) {
 func (c *Client) RouteString(key string) (slotmap.Route, error) {
 	return c.Route(unsafe.Slice(unsafe.StringData(key), len(key)))
 }
+
+// Replicas returns the in-sync replicas of slot s from the local map, those
+// in Options.Zone first, then the others, each group with the primary first:
+// the order in which to try them for a read that may be served by a replica
+// (one that need not see the caller's own latest write; docs/replication.md,
+// "Data path"). Writes go to the primary, Route's owner. Learners are never
+// returned. At rf 1 it is the owner alone. It fails with ErrNoMap when the
+// map has no owners.
+func (c *Client) Replicas(s slots.Slot) ([]slotmap.Replica, error) {
+	m := c.cur.Load()
+	if m.Empty() {
+		return nil, ErrNoMap
+	}
+	return m.Replicas(s, c.opts.Zone), nil
+}

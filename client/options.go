@@ -57,6 +57,12 @@ type Options struct {
 	KeepaliveTime    time.Duration
 	KeepaliveTimeout time.Duration
 
+	// Zone is the availability zone the client runs in, as the store nodes
+	// name theirs. Replicas lists a slot's in-sync replicas in this zone
+	// first. Default "": the in-sync replicas in their order, the primary
+	// first.
+	Zone string
+
 	// FetchTimeout bounds one GetMap call. Default 5s.
 	FetchTimeout time.Duration
 	// MinFetchInterval spaces the map fetches that redirects trigger, so a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -164,12 +165,35 @@ func RoundRobin(version uint64, nodes []slotmap.Node) (*slotmap.Map, error) {
 	return slotmap.New(slotmap.Snapshot{Version: version, ClusterID: "maptest", Nodes: nodes, Owners: owners})
 }
 
-// Move returns m at version with slot s owned by node to.
+// Move returns m at version with slot s owned by node to. The slot's
+// replica set, if it had one, goes: a move commits its new owner alone, as
+// the directory's does.
 func Move(m *slotmap.Map, version uint64, s slots.Slot, to string) (*slotmap.Map, error) {
 	owners := make([]string, slots.Count)
 	for i := range owners {
 		owners[i] = m.OwnerID(slots.MustNew(i))
 	}
 	owners[s.Int()] = to
-	return slotmap.New(slotmap.Snapshot{Version: version, ClusterID: m.ClusterID(), Nodes: m.Nodes(), Owners: owners})
+	sets := slices.DeleteFunc(m.ReplicaSets(), func(rs slotmap.ReplicaSet) bool { return rs.Slot == s })
+	return slotmap.New(slotmap.Snapshot{Version: version, ClusterID: m.ClusterID(), Nodes: m.Nodes(), Owners: owners, Replicas: sets})
+}
+
+// SetReplicas returns m at version with the given slots' replica sets
+// replaced, as a replica step in the directory does: each set's primary
+// (ISR[0]) becomes its slot's owner.
+func SetReplicas(m *slotmap.Map, version uint64, sets ...slotmap.ReplicaSet) (*slotmap.Map, error) {
+	owners := make([]string, slots.Count)
+	for i := range owners {
+		owners[i] = m.OwnerID(slots.MustNew(i))
+	}
+	all := m.ReplicaSets()
+	for _, rs := range sets {
+		if len(rs.ISR) == 0 {
+			return nil, fmt.Errorf("maptest: slot %d: a replica set needs a primary", rs.Slot.Int())
+		}
+		owners[rs.Slot.Int()] = rs.Primary()
+		all = slices.DeleteFunc(all, func(o slotmap.ReplicaSet) bool { return o.Slot == rs.Slot })
+		all = append(all, rs)
+	}
+	return slotmap.New(slotmap.Snapshot{Version: version, ClusterID: m.ClusterID(), Nodes: m.Nodes(), Owners: owners, Replicas: all})
 }

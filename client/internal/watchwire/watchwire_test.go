@@ -60,6 +60,9 @@ func TestDecode(t *testing.T) {
 		{"empty delta", mustMarshal(t, delta(&slotdv1.MapDelta{})), true},
 		{"node changes go to proto",
 			mustMarshal(t, delta(&slotdv1.MapDelta{FromVersion: 1, Version: 2, Nodes: []*slotdv1.Node{{Id: "n4", Address: "127.0.0.1:1"}}, RemovedNodes: []string{"n1"}})), false},
+		{"a replica step goes to proto",
+			mustMarshal(t, delta(&slotdv1.MapDelta{FromVersion: 9, Version: 10, Slots: []*slotdv1.SlotOwner{{Slot: 1000, Owner: "n3"}},
+				Replicas: []*slotdv1.SlotReplicas{{Slot: 1000, Epoch: 10, Followers: []string{"n2", "n1"}, Learners: []string{"n4"}}}})), false},
 		{"a full map goes to proto",
 			mustMarshal(t, &slotdv1.WatchMapResponse{Update: &slotdv1.WatchMapResponse_Full{Full: &slotdv1.SlotMap{Version: 3, ClusterId: "c"}}}), false},
 		{"empty response", nil, false},
@@ -156,6 +159,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(mustMarshal(f, delta(&slotdv1.MapDelta{FromVersion: 7, Version: 8, Slots: []*slotdv1.SlotOwner{{Slot: 1000, Owner: "n2"}}})))
 	f.Add(mustMarshal(f, delta(&slotdv1.MapDelta{Migrations: []*slotdv1.Migration{{Slot: 1, From: "a", To: "b", Phase: 4, MoveId: "m"}}})))
 	f.Add(mustMarshal(f, delta(&slotdv1.MapDelta{Nodes: []*slotdv1.Node{{Id: "n"}}})))
+	f.Add(mustMarshal(f, delta(&slotdv1.MapDelta{Replicas: []*slotdv1.SlotReplicas{{Slot: 3, Epoch: 9, Followers: []string{"b"}, Learners: []string{"c"}}}})))
 	var d Decoder // one for all inputs: reuse must not leak between them
 	f.Fuzz(func(t *testing.T, b []byte) { check(t, &d, b) })
 }
