@@ -312,3 +312,45 @@ func (s *Snapshot) ReplicaHealth() ReplicaHealth {
 	}
 	return h
 }
+
+// EachStoredSet calls fn for every stored replica set, in slot order, with
+// its members as positions in Nodes (NoPosition for an index that is no
+// node's), the primary first in isr. The lists are fn's only for the
+// call. It is ReplicaSets without a set per slot: slotd's watch hub turns
+// every version into a map, and at rf 3 every slot's set is stored.
+func (s *Snapshot) EachStoredSet(fn func(sl slots.Slot, epoch uint64, isr, learners []uint16)) {
+	top := 0
+	for _, idx := range s.idxOf {
+		top = max(top, int(idx))
+	}
+	pos := make([]uint16, top+1)
+	for i := range pos {
+		pos[i] = NoPosition
+	}
+	for i, idx := range s.idxOf {
+		pos[idx] = uint16(i)
+	}
+	var buf []uint16
+	at := func(list []uint16) []uint16 {
+		for _, idx := range list {
+			p := uint16(NoPosition)
+			if int(idx) < len(pos) {
+				p = pos[idx]
+			}
+			buf = append(buf, p)
+		}
+		return buf[len(buf)-len(list):]
+	}
+	for c, ch := range s.replicas {
+		if ch == nil {
+			continue
+		}
+		for off, r := range ch {
+			if r != nil {
+				buf = buf[:0]
+				isr := at(r.isr)
+				fn(slots.MustNew(c*chunkSlots+off), r.epoch, isr, at(r.learners))
+			}
+		}
+	}
+}
