@@ -90,3 +90,45 @@ func TestReplicasRejected(t *testing.T) {
 		t.Fatalf("sets without owners: %v, want ErrInvalid", err)
 	}
 }
+
+// TestEachReplicaSetRejected: sets given by position must come in slot
+// order, led by the slot's owner, naming nodes of the table.
+func TestEachReplicaSetRejected(t *testing.T) {
+	nodes := testNodes(3)
+	owners := make([]string, slots.Count)
+	for s := range owners {
+		owners[s] = nodes[s%3].ID
+	}
+	type set struct {
+		slot          int
+		isr, learners []uint16
+	}
+	tests := []struct {
+		name string
+		sets []set
+		ok   bool
+	}{
+		{"in order, led by the owner", []set{{0, []uint16{0, 1}, nil}, {1, []uint16{1}, []uint16{2}}}, true},
+		{"out of order", []set{{1, []uint16{1, 0}, nil}, {0, []uint16{0, 1}, nil}}, false},
+		{"led by another node", []set{{0, []uint16{1, 0}, nil}}, false},
+		{"no primary", []set{{0, nil, []uint16{1}}}, false},
+		{"a position past the table", []set{{0, []uint16{0, 3}, nil}}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := New(Snapshot{Version: 2, Nodes: nodes, Owners: owners, EachReplicaSet: func(fn func(slots.Slot, uint64, []uint16, []uint16)) {
+				for _, s := range tc.sets {
+					fn(slots.MustNew(s.slot), 2, s.isr, s.learners)
+				}
+			}})
+			if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrInvalid)) {
+				t.Fatalf("New = %v, want ok %v", err, tc.ok)
+			}
+			if tc.ok {
+				if got := m.ReplicaSet(slots.MustNew(1)); got.Epoch != 2 || len(got.ISR) != 1 || len(got.Learners) != 1 || got.Learners[0] != nodes[2].ID {
+					t.Fatalf("slot 1: %+v", got)
+				}
+			}
+		})
+	}
+}

@@ -101,6 +101,39 @@ func (m *Map) Replicas(s slots.Slot, zone string) []Replica {
 	return out
 }
 
+// setReplicasOf builds m's table from a snapshot's sets, once the owner
+// table is set.
+func (m *Map) setReplicasOf(s Snapshot, idx map[string]uint16) error {
+	if s.EachReplicaSet == nil {
+		return m.setReplicas(s.Replicas, idx)
+	}
+	tb := newTableBuilder()
+	next := 0
+	var bad error
+	s.EachReplicaSet(func(sl slots.Slot, epoch uint64, isr, learners []uint16) {
+		n := sl.Int()
+		switch {
+		case bad != nil:
+			return
+		case n < next:
+			bad = fmt.Errorf("%w: replica set of slot %d out of slot order", ErrInvalid, n)
+		case len(isr) == 0 || isr[0] != m.owners.get(n):
+			bad = fmt.Errorf("%w: slot %d: the replica set's primary is not the owner", ErrInvalid, n)
+		default:
+			r := replicaRec{epoch: epoch, followers: isr[1:], learners: learners}
+			if bad = m.checkRec(n, r); bad == nil {
+				tb.add(n, r)
+			}
+		}
+		next = n + 1
+	})
+	if bad != nil {
+		return bad
+	}
+	m.replicas = tb.done()
+	return nil
+}
+
 // setReplicas builds m's table from a snapshot's sets, by node id (idx),
 // once the owner table is set.
 func (m *Map) setReplicas(sets []ReplicaSet, idx map[string]uint16) error {

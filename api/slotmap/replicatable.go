@@ -1,6 +1,8 @@
 package slotmap
 
 import (
+	"slices"
+
 	"github.com/slotd/slotd/slots"
 )
 
@@ -155,31 +157,49 @@ func (t *replicaTable) empty() bool {
 	return true
 }
 
+// tableBuilder makes a table from sets added in increasing slot order.
+type tableBuilder struct {
+	t   replicaTable
+	b   chunkBuilder
+	cur int // the chunk b builds, -1 for none
+}
+
+func newTableBuilder() *tableBuilder { return &tableBuilder{cur: -1} }
+
+// add adds slot s's set (an implied one adds nothing); r's lists are
+// copied.
+func (tb *tableBuilder) add(s int, r replicaRec) {
+	if i := s / chunkSlots; i != tb.cur {
+		if tb.cur >= 0 {
+			tb.t.chunks[tb.cur] = tb.b.done()
+		}
+		tb.b, tb.cur = chunkBuilder{}, i
+	}
+	if !r.implied() {
+		tb.b.add(s%chunkSlots, r)
+	}
+}
+
+// done returns the table, nil when no set is stored.
+func (tb *tableBuilder) done() *replicaTable {
+	if tb.cur >= 0 {
+		tb.t.chunks[tb.cur] = tb.b.done()
+	}
+	if tb.t.empty() {
+		return nil
+	}
+	return &tb.t
+}
+
 // buildTable makes a table from sets given in increasing slot order by
 // next, which returns false when there are no more; nil when none is
 // stored.
 func buildTable(next func() (int, replicaRec, bool)) *replicaTable {
-	t := new(replicaTable)
-	var b chunkBuilder
-	cur := -1
+	tb := newTableBuilder()
 	for s, r, ok := next(); ok; s, r, ok = next() {
-		if i := s / chunkSlots; i != cur {
-			if cur >= 0 {
-				t.chunks[cur] = b.done()
-			}
-			b, cur = chunkBuilder{}, i
-		}
-		if !r.implied() {
-			b.add(s%chunkSlots, r)
-		}
+		tb.add(s, r)
 	}
-	if cur >= 0 {
-		t.chunks[cur] = b.done()
-	}
-	if t.empty() {
-		return nil
-	}
-	return t
+	return tb.done()
 }
 
 // with returns t with the given slots' sets replaced (an implied set
@@ -263,4 +283,13 @@ func (t *replicaTable) remap(to []int, lost *slots.Set) *replicaTable {
 		sets = sets[1:]
 		return e.slot, e.rec, true
 	})
+}
+
+// sameChunk reports whether two chunks hold the same sets by the same
+// indexes: a builder lays out equal sets identically.
+func sameChunk(a, b *replicaChunk) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.present == b.present && a.end == b.end && a.nsync == b.nsync && a.epoch == b.epoch && slices.Equal(a.members, b.members)
 }

@@ -115,7 +115,7 @@ func diffReplicas(d *slotdv1.MapDelta, from, to *Map, kept bool) {
 		if to.replicas != nil {
 			tc = to.replicas.chunks[i]
 		}
-		if fc == tc && kept {
+		if kept && (fc == tc || sameChunk(fc, tc)) {
 			continue
 		}
 		for s := i * chunkSlots; s < (i+1)*chunkSlots; s++ {

@@ -88,6 +88,12 @@ type Snapshot struct {
 	// slot's owner; a slot without one is its owner alone at epoch 0.
 	// Empty at rf 1.
 	Replicas []ReplicaSet
+	// EachReplicaSet, when set, is used instead of Replicas: it calls fn
+	// for every slot's set in slot order, members by position in Nodes,
+	// the primary first in isr (the lists are fn's only for the call).
+	// slotd's hub builds a map per version; positions spare it a set of
+	// strings per slot.
+	EachReplicaSet func(fn func(s slots.Slot, epoch uint64, isr, learners []uint16))
 }
 
 // Map is the slot map at one version. The zero Map is an empty map at
@@ -134,7 +140,7 @@ func New(s Snapshot) (*Map, error) {
 		return m.setOwnerIndexes(s, idx)
 	}
 	if len(s.Owners) == 0 {
-		if len(s.Replicas) > 0 {
+		if len(s.Replicas) > 0 || s.EachReplicaSet != nil {
 			return nil, fmt.Errorf("%w: replica sets without owners", ErrInvalid)
 		}
 		return m.seal(), m.setMigrations(s.Migrations)
@@ -161,7 +167,7 @@ func New(s Snapshot) (*Map, error) {
 	if err := m.setMigrations(s.Migrations); err != nil {
 		return nil, err
 	}
-	if err := m.setReplicas(s.Replicas, idx); err != nil {
+	if err := m.setReplicasOf(s, idx); err != nil {
 		return nil, err
 	}
 	return m.seal(), nil
@@ -183,7 +189,7 @@ func (m *Map) setOwnerIndexes(s Snapshot, idx map[string]uint16) (*Map, error) {
 	if err := m.setMigrations(s.Migrations); err != nil {
 		return nil, err
 	}
-	if err := m.setReplicas(s.Replicas, idx); err != nil {
+	if err := m.setReplicasOf(s, idx); err != nil {
 		return nil, err
 	}
 	return m.seal(), nil
