@@ -254,6 +254,9 @@ func mapOf(s *directory.Snapshot, clusterID string) (*slotmap.Map, error) {
 			Slot: mv.Slot, From: mv.From, To: mv.To, Phase: phaseProto(mv.Phase), MoveID: mv.MoveID,
 		})
 	}
+	if s.StoredReplicaSets() > 0 {
+		snap.EachReplicaSet = s.EachStoredSet
+	}
 	return slotmap.New(snap)
 }
 
