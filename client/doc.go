@@ -8,7 +8,7 @@
 // The map is swapped atomically on every update. An update costs a watcher
 // little: a delta that moves slots or changes the moves in flight is
 // decoded into reused messages (client/internal/watchwire), and the new map
-// shares the old one's owner table, copying a 456-byte Map (and 256 bytes
+// shares the old one's owner table, copying a 448-byte Map (and 256 bytes
 // of recently moved slots' owners when a slot moved).
 //
 // Usage:

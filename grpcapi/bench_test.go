@@ -83,7 +83,7 @@ func BenchmarkGetMap(b *testing.B) {
 // sets it; GOGC in the environment wins): with 1,000 clients in one heap,
 // each then copying its 32 KiB owner table per commit, Go's default
 // collected every three commits, where each client in its own process
-// would hardly ever. (A client now copies its Map, 456 bytes, per version,
+// would hardly ever. (A client now copies its Map, 448 bytes, per version,
 // 256 bytes of recent owners per committed move, and the 32 KiB array
 // about once in 10-128 moves: api/slotmap BenchmarkApplyMoves; its watch
 // decoder allocates nothing for a delta that names known nodes.)

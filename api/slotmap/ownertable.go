@@ -58,8 +58,12 @@ type ownerTable struct {
 	// in place; every recent entry is then free. rMine is true when r
 	// belongs to this table alone.
 	mine, rMine bool
-	// n is how many recent entries are in use.
-	n int
+	// n is how many recent entries are in use (at most recentLen). A
+	// uint16 beside the two bools keeps the Map at 448 bytes, one of the
+	// allocator's size classes: 8 bytes more put it in the 480-byte class,
+	// 32 bytes more per version for every watcher (api/slotmap
+	// BenchmarkApplyOneSlot, B/op).
+	n uint16
 	// recentSlot[k] is the one slot s with s%recentLen == k that a derived
 	// map changed; a free entry's slot is free, which is no slot. Every
 	// table with an array has its entries set (own); a table without one
