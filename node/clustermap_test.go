@@ -15,6 +15,25 @@ import (
 	"github.com/slotd/slotd/slots"
 )
 
+// runClusterMap runs a ClusterMap on opts until the test ends.
+func runClusterMap(t *testing.T, opts client.Options) *ClusterMap {
+	t.Helper()
+	cm, err := NewClusterMap(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cm.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return cm
+}
+
 // TestClusterMapFollowsDirectory: a ClusterMap has no map while slotd is
 // down, picks one up once slotd serves, and follows a move.
 func TestClusterMapFollowsDirectory(t *testing.T) {
@@ -31,19 +50,7 @@ func TestClusterMapFollowsDirectory(t *testing.T) {
 	addr := srv.Addr()
 	srv.Stop() // slotd is down when the node starts
 
-	cm, err := NewClusterMap(client.Options{Endpoints: []string{addr}, ReconnectBackoff: time.Millisecond, MaxReconnectBackoff: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cm.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	cm := runClusterMap(t, client.Options{Endpoints: []string{addr}, ReconnectBackoff: time.Millisecond, MaxReconnectBackoff: 20 * time.Millisecond})
 	s := slots.MustNew(4) // a in the round robin
 	if _, ok := cm.Owner(s); ok {
 		t.Fatal("an owner before any map")
@@ -109,19 +116,7 @@ func TestWriteToReplicaIsMoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	cm, err := NewClusterMap(client.Options{Endpoints: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cm.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	cm := runClusterMap(t, client.Options{Endpoints: []string{srv.Addr()}})
 	waitVersion := func(v uint64) {
 		t.Helper()
 		waitfor.True(t, 20*time.Second, fmt.Sprintf("map version %d", v), func() bool {

@@ -58,25 +58,11 @@ func TestWireRoundTripAndSize(t *testing.T) {
 			if pb.OwnerBits != tc.wantBits {
 				t.Fatalf("owner_bits = %d, want %d", pb.OwnerBits, tc.wantBits)
 			}
-			wire, err := proto.Marshal(pb)
-			if err != nil {
-				t.Fatal(err)
-			}
 			// The contract: a full map fits in 40 KiB on the wire.
-			if len(wire) > 40<<10 {
-				t.Fatalf("%d nodes: full map is %d bytes on the wire, limit %d", tc.nodes, len(wire), 40<<10)
+			if size := proto.Size(pb); size > 40<<10 {
+				t.Fatalf("%d nodes: full map is %d bytes on the wire, limit %d", tc.nodes, size, 40<<10)
 			}
-			var back slotdv1.SlotMap
-			if err := proto.Unmarshal(wire, &back); err != nil {
-				t.Fatal(err)
-			}
-			got, err := FromProto(&back)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !got.Equal(m) {
-				t.Fatal("decoded map differs from the original")
-			}
+			got := roundTrip(t, m)
 			for s := range slots.Count {
 				sl := slots.MustNew(s)
 				g, w := got.RouteSlot(sl), m.RouteSlot(sl)
