@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"time"
 
 	"github.com/slotd/slotd/slots"
 )
@@ -10,6 +11,9 @@ import (
 type FenceInfo struct {
 	Version uint64 // directory version the mover acted at
 	MoveID  string
+	// since is when this process put the fence up (zero for a fence it
+	// found in its state at start); not persisted.
+	since time.Time
 }
 
 // Fenced reports whether slot s is fenced.
@@ -19,7 +23,23 @@ func (n *Node) fencedError(s slots.Slot) error {
 	n.fenceMu.Lock()
 	fi := n.fences[s]
 	n.fenceMu.Unlock()
-	return &FencedError{Slot: s, Version: fi.Version, MoveID: fi.MoveID, RetryAfter: n.cfg.FenceRetryAfter}
+	return &FencedError{Slot: s, Version: fi.Version, MoveID: fi.MoveID, RetryAfter: n.fenceRetryAfter(fi)}
+}
+
+// minFenceRetry is the least a fenced answer suggests waiting.
+const minFenceRetry = time.Millisecond
+
+// fenceRetryAfter is the wait a fenced answer suggests: as long as the
+// fence has been up (at least minFenceRetry, at most
+// Config.FenceRetryAfter). A move's fence lasts milliseconds, until its
+// commit, so a writer that asks again after the fence's own age finds it
+// gone at once in the common case, and backs off about twice as long each
+// time it does not (an etcd election holding the commit).
+func (n *Node) fenceRetryAfter(fi FenceInfo) time.Duration {
+	if fi.since.IsZero() {
+		return n.cfg.FenceRetryAfter
+	}
+	return min(max(n.cfg.Clock.Now().Sub(fi.since), minFenceRetry), n.cfg.FenceRetryAfter)
 }
 
 // Fence stops writes to slot s for move moveID at directory version, persists
@@ -80,6 +100,7 @@ func (n *Node) setFence(s slots.Slot, on bool, fi FenceInfo) error {
 		return err
 	}
 	if on {
+		fi.since = n.cfg.Clock.Now()
 		n.fences[s] = fi
 	} else {
 		delete(n.fences, s)

@@ -36,8 +36,10 @@ type Config struct {
 	// DropBytesPerSecond throttles the background deletion of handed-off
 	// slots when the mover gives no rate (default 8 MiB/s).
 	DropBytesPerSecond int64
-	// FenceRetryAfter is the retry delay suggested to writers of a fenced
-	// slot (default 50ms: a fence lasts until the commit, well under 100ms).
+	// FenceRetryAfter is the longest retry delay suggested to writers of a
+	// fenced slot (default 50ms). The delay suggested is the fence's age, at
+	// least 1ms: a fence lasts until the move's commit, milliseconds, so a
+	// fixed 50ms made every write that met one wait far longer than it.
 	FenceRetryAfter time.Duration
 	// StatsWindow is the period over which writes per second are averaged
 	// (default 1m).
