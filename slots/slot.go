@@ -2,9 +2,10 @@ package slots
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -67,48 +68,67 @@ func ForKey(key []byte) Slot {
 		}
 		return FromHash(shortkey.Sum(w0, wn, len(key)))
 	}
-	return FromHash(xxhash.Sum64(TaggedBytes(key)))
+	// Keys of up to 64 bytes are tested for '{' the same way, as one or two
+	// blocks of up to 32 bytes, inline (bytes.IndexByte, a call and a
+	// set-up, cost as much as the hash for keys this short), then hashed
+	// whole.
+	if n := len(key); n > 16 && n <= 64 {
+		if shortkey.BelowBrace32(key[:min(n, 32)]) && (n <= 32 || shortkey.BelowBrace32(key[n-32:])) {
+			return FromHash(xxhash.Sum64(key))
+		}
+	}
+	lo, hi := tagBounds(key)
+	return FromHash(xxhash.Sum64(key[lo:hi]))
 }
 
 // FromHash returns the slot of a key whose hashed part (see TaggedBytes)
 // has xxhash64 h: h mod Count, the slot function's last step.
 func FromHash(h uint64) Slot { return Slot{uint16(h & (Count - 1))} }
 
-// ForString returns the slot of a key given as a string. It does not allocate.
-func ForString(key string) Slot {
-	if n := len(key); n >= 8 && n <= 16 {
-		w0, wn := shortkey.Load64(key), shortkey.Load64(key[n-8:])
-		if shortkey.BelowBrace(w0, wn) || !shortkey.HasBrace(w0) && !shortkey.HasBrace(wn) {
-			return FromHash(shortkey.Sum(w0, wn, n))
-		}
-	}
-	return FromHash(xxhash.Sum64String(TaggedString(key)))
-}
+// ForString returns the slot of a key given as a string. It does not
+// allocate: ForKey only reads its key, so it is handed the string's bytes as
+// they are.
+func ForString(key string) Slot { return ForKey(bytesOf(key)) }
 
 // TaggedBytes returns the part of key that is hashed: the bytes between the
 // first '{' and the first '}' after it when there is at least one byte
 // between them, else the whole key.
 func TaggedBytes(key []byte) []byte {
-	open := bytes.IndexByte(key, '{')
-	if open < 0 {
-		return key
-	}
-	closing := bytes.IndexByte(key[open+1:], '}')
-	if closing <= 0 { // no '}' after the '{', or "{}" with nothing between
-		return key
-	}
-	return key[open+1 : open+1+closing]
+	lo, hi := tagBounds(key)
+	return key[lo:hi]
 }
 
 // TaggedString is TaggedBytes for a string key.
 func TaggedString(key string) string {
-	open := strings.IndexByte(key, '{')
-	if open < 0 {
-		return key
-	}
-	closing := strings.IndexByte(key[open+1:], '}')
-	if closing <= 0 {
-		return key
-	}
-	return key[open+1 : open+1+closing]
+	lo, hi := tagBounds(bytesOf(key))
+	return key[lo:hi]
 }
+
+// tagBounds returns where the part of key that is hashed begins and ends
+// (see TaggedBytes).
+func tagBounds(key []byte) (lo, hi int) {
+	open, rest := 8, 0 // the first '{' (8: not found yet), where to look next
+	if len(key) >= 8 {
+		// Most tags open in the key's first word ("{user:42}:cart",
+		// "cart:{user:42}"): found there with a few instructions, where
+		// bytes.IndexByte is a call and a set-up that cost about as much
+		// as the hash of a short key.
+		open, rest = shortkey.FirstBrace(binary.LittleEndian.Uint64(key)), 8
+	}
+	if open == 8 {
+		i := bytes.IndexByte(key[rest:], '{')
+		if i < 0 {
+			return 0, len(key)
+		}
+		open = rest + i
+	}
+	closing := bytes.IndexByte(key[open+1:], '}')
+	if closing <= 0 { // no '}' after the '{', or "{}" with nothing between
+		return 0, len(key)
+	}
+	return open + 1, open + 1 + closing
+}
+
+// bytesOf returns the bytes of s without a copy, for functions that only
+// read them.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

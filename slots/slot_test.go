@@ -173,12 +173,22 @@ func BenchmarkForString(b *testing.B) {
 	}
 }
 
-// TestForKeyWordPath checks the 8-to-16-byte path against the reference
-// (tag rule, then xxhash64) at every length around it, with a '{' at every
-// position and with fill bytes a faulty word test would confuse with '{'.
+// TestForKeyWordPath checks the word-at-a-time paths (8 to 16 bytes, up to
+// 64 bytes, a '{' in the first word) against the reference (the tag rule
+// with bytes.IndexByte, then xxhash64) at every length up to past them,
+// with a '{' or '}' at every position and with fill bytes a faulty word
+// test would confuse with '{'.
 func TestForKeyWordPath(t *testing.T) {
-	ref := func(k []byte) Slot { return Slot{uint16(xxhash.Sum64(TaggedBytes(k)) & (Count - 1))} }
-	for n := 0; n <= 24; n++ {
+	ref := func(k []byte) Slot {
+		tag := k
+		if open := bytes.IndexByte(k, '{'); open >= 0 {
+			if closing := bytes.IndexByte(k[open+1:], '}'); closing > 0 {
+				tag = k[open+1 : open+1+closing]
+			}
+		}
+		return Slot{uint16(xxhash.Sum64(tag) & (Count - 1))}
+	}
+	for n := 0; n <= 72; n++ {
 		for _, fill := range []byte{'a', 0x7a, 0x7c, 0x7f, 0xfb, 0x00, 0xff, 0x80, '}', '|', '~'} {
 			key := bytes.Repeat([]byte{fill}, n)
 			if got, want := ForKey(key), ref(key); got != want {

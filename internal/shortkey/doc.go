@@ -1,7 +1,10 @@
 // Package shortkey is the slot function's fast path for keys of 8 to 16
 // bytes, in pieces small enough for the compiler to inline: the key's two
 // 8-byte words, a test that no byte can be a hash tag's '{', and a pure-Go
-// xxhash64 (seed 0) of the words.
+// xxhash64 (seed 0) of the words. Two more pieces serve longer keys, which
+// slots.ForKey hashes with the assembly xxhash64 once they are tested a
+// word at a time: the same test over 16 to 32 bytes (BelowBrace32), and
+// the place of a '{' in a word (FirstBrace), where most hash tags open.
 //
 // slots.ForKey is built on it, and so is the SDK's Route, which inlines
 // these pieces instead of calling slots.ForKey: one call less on the hot

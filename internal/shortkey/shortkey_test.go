@@ -1,6 +1,7 @@
 package shortkey
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 
@@ -96,10 +97,50 @@ func TestSum(t *testing.T) {
 	}
 }
 
-func TestLoad64(t *testing.T) {
-	for _, s := range []string{"12345678", "user:0123456789a", "\x00\xff\x80\x7f{}|~"} {
-		if got, want := Load64(s), binary.LittleEndian.Uint64([]byte(s)); got != want {
-			t.Errorf("Load64(%q) = %#x, want %#x", s, got, want)
+// TestBelowBrace32 checks the block test against its definition at every
+// length it takes, with each byte value that matters at every position in
+// turn over a fill below '{': one byte on the wrong side anywhere, in either
+// block or in their overlap, must be caught.
+func TestBelowBrace32(t *testing.T) {
+	below := func(b []byte) bool {
+		for _, c := range b {
+			if c >= '{' {
+				return false
+			}
+		}
+		return true
+	}
+	for n := 16; n <= 32; n++ {
+		for _, fill := range []byte{0x00, 'a', 0x7a} {
+			key := bytes.Repeat([]byte{fill}, n)
+			for i := range key {
+				for _, c := range []byte{0x7a, '{', '|', '}', 0x7f, 0x80, 0xfa, 0xfb, 0xff} {
+					key[i] = c
+					if got, want := BelowBrace32(key), below(key); got != want {
+						t.Fatalf("BelowBrace32(%q) = %v, want %v", key, got, want)
+					}
+				}
+				key[i] = fill
+			}
+		}
+	}
+}
+
+func TestFirstBrace(t *testing.T) {
+	for _, fill := range []byte{0x00, 'a', 'z', '|', '}', 0x7a, 0xfb, 0xff} {
+		word := bytes.Repeat([]byte{fill}, 8)
+		if got := FirstBrace(binary.LittleEndian.Uint64(word)); got != 8 {
+			t.Errorf("FirstBrace(%q) = %d, want 8", word, got)
+		}
+		for i := range word {
+			// A '{' at i, and at every place after it (the first counts).
+			for j := i; j < 8; j++ {
+				w := bytes.Clone(word)
+				w[i], w[j] = '{', '{'
+				if got := FirstBrace(binary.LittleEndian.Uint64(w)); got != i {
+					t.Errorf("FirstBrace(%q) = %d, want %d", w, got, i)
+				}
+			}
 		}
 	}
 }
