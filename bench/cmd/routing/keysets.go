@@ -31,7 +31,7 @@ const suffix = ":profile:settings:notifications:email:preferences:v1"
 // hash tag (`{user:NNNNNN}:cart`), from the same fixed random numbers as
 // makeKeys.
 func otherKeySets() []keySet {
-	const inline, long, tagged = "inline (8-16 bytes, none >= '{')", "slots.ForKey (longer than 16 bytes)", "slots.ForKey (a byte >= '{': the hash tag scan)"
+	const inline, long, tagged = "inline (8-16 bytes, none >= '{')", "slots.ForKey (17-64 bytes: word test, then xxhash.Sum64)", "slots.ForKey (a byte >= '{': the hash tag scan)"
 	sets := []struct {
 		n    int
 		path string

@@ -172,8 +172,9 @@ func main() {
 		"the floor being `xxhash.Sum64` of the same keys in the same loop. Target: Route within %gx of that floor in every block for the "+
 		"keys longer than 16 bytes and the hash-tagged ones; none is stated for the 8- and 12-byte keys, and the 16-byte keys' "+
 		"targets are the two above. Route hashes keys of 8 to 16 bytes with no byte >= '{' "+
-		"itself (inline); other keys, and keys with a hash tag, go through `slots.ForKey` (a scan for '{', then "+
-		"`xxhash.Sum64` of the tagged part).\n\n", *keyPairs, keyBlocks, numKeys, float64(longKeyTarget))
+		"itself (inline); other keys go to `slots.ForKey`, which tests keys of 17 to 64 bytes for a byte >= '{' as blocks of "+
+		"16 bytes (inline, no loop) and hashes those without one with `xxhash.Sum64`; a key with a hash tag has its '{' "+
+		"looked for in its first word, then `bytes.IndexByte`, its '}' with `bytes.IndexByte`, and its tag hashed with `xxhash.Sum64`.\n\n", *keyPairs, keyBlocks, numKeys, float64(longKeyTarget))
 	fmt.Fprintln(out, "| nodes | keys | example | Route's path | floor (median ns/op) | Route (median ns/op) | Route / floor (median of pairs) | quartiles | worst block | target in every block |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
 	fmt.Fprintln(out, strings.Join(keyRows, "\n"))
