@@ -223,7 +223,7 @@ func (c *Client) Route(key []byte) (slotmap.Route, error) {
 	// laid out the 16-byte hash out of line; with this order and Tail1
 	// unrolled (a loop is a "likely" block to the compiler) the 16-byte
 	// path is straight-line code as before (1.435 -> 1.443, p=0.16).
-	var h uint64
+	var s slots.Slot
 	switch n := len(key); {
 	case n == 16:
 		// The tail below written out again (a jump to a shared tail was a
@@ -245,11 +245,13 @@ func (c *Client) Route(key []byte) (slotmap.Route, error) {
 		}
 		// shortkey.Sum in its pieces that inline (Sum does not).
 		h4, t, r := shortkey.Tail4(shortkey.Start(w0, n), wn, n)
-		h = shortkey.Finish(shortkey.Tail1(h4, t, r))
+		s = slots.FromHash(shortkey.Finish(shortkey.Tail1(h4, t, r)))
 	default:
-		return c.routeSlow(key)
+		// Straight to the slot function, then on with the owner below:
+		// through routeSlow, a call of its own, cost longer keys a call
+		// and a second test of the map on their way.
+		s = slots.ForKey(key)
 	}
-	s := slots.FromHash(h)
 	m := c.cur.Load()
 	// Asked here, whether the map has owners is the one branch on the
 	// map's state (cur is never nil, see noMap): RouteSlot asks it again
