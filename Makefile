@@ -12,7 +12,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 STATICCHECK_VERSION := v0.8.2
 TOOLS := $(CURDIR)/bin/tools
 
-.PHONY: chromium all build test mutants lint staticcheck bench bench-compare e2e demo proto tools fuzz fuzz-short help clean certs hooks promtool rules redis
+.PHONY: chromium all build test mutants lint staticcheck bench bench-compare fleet e2e demo proto tools fuzz fuzz-short help clean certs hooks promtool rules redis
 
 all: build
 
@@ -70,6 +70,9 @@ bench: ## run the Go benchmarks; output is benchstat input
 
 bench-compare: build redis ## side-by-side benchmarks against peer libraries and Redis Cluster: writes bench/RESULTS.md, ~8 min
 	cd bench && GO=$(GO) ./compare.sh
+
+fleet: build ## slotd at fleet scale: 1,000 in-process store nodes heartbeating and reporting load, 100,000 directory moves, at rf 1 and 3; prints the figures docs/scale.md explains (~15 min)
+	cd bench && $(GO) run ./cmd/fleet -bin ../bin
 
 redis: ## install Debian's redis-server and redis-tools (the peer of bench-compare) when missing
 	@command -v redis-server >/dev/null && command -v redis-cli >/dev/null || { \
