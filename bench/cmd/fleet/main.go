@@ -81,7 +81,7 @@ func main() {
 	}
 }
 
-// run runs one simulation per replication factor and prints the section.
+// run runs one simulation per replication factor and prints a section for each.
 func run(ctx context.Context, c config, w io.Writer) (err error) {
 	tmp := c.tmp
 	if tmp == "" {
@@ -106,7 +106,6 @@ func run(ctx context.Context, c config, w io.Writer) (err error) {
 		defer os.RemoveAll(d)
 		stateRoot = d
 	}
-	var results []*result
 	for _, rf := range c.rfs {
 		dir, err := os.MkdirTemp(tmp, "rf"+strconv.Itoa(rf)+"-")
 		if err != nil {
@@ -121,9 +120,9 @@ func run(ctx context.Context, c config, w io.Writer) (err error) {
 		if err != nil {
 			return fmt.Errorf("rf %d: %w (logs in %s)", rf, err, dir)
 		}
-		results = append(results, r)
+		// Printed as each one ends: a later one that fails keeps these.
+		report(w, c, []*result{r})
 	}
-	report(w, c, results)
 	return nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/slotd/slotd/bench/internal/host"
 )
 
 // sample is everything read at one instant: etcd's and slotd's metrics and
@@ -17,7 +19,7 @@ type sample struct {
 
 // take reads a sample from the running cluster.
 func (c *cluster) take() (sample, error) {
-	s := sample{at: time.Now(), load: loadAverages()}
+	s := sample{at: time.Now(), load: host.LoadAverages()}
 	var err error
 	if s.etcd, err = scrapeRetry(c.etcdURL + "/metrics"); err != nil {
 		return s, err

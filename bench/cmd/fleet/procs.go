@@ -162,16 +162,3 @@ func procUsage(pid int) (usage, error) {
 	}
 	return u, sc.Err()
 }
-
-// loadAverages is /proc/loadavg's three figures, as written there.
-func loadAverages() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}

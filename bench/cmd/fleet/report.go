@@ -39,9 +39,8 @@ func report(w io.Writer, c config, rs []*result) {
 		fmt.Fprintf(w, "rf %d: the bootstrap took %v; %d nodes %s held the map %v after they started (batches of %d).\n",
 			r.rf, r.bootstrap.Round(time.Millisecond), r.nodes, how, r.startup.Round(time.Second), c.joinBatch)
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| rf | window | s | etcd writes/s | puts/s | reads/s | lease renewals/s | WAL bytes/s | bytes into etcd/s | etcd requests/s by method | slotd CPU | etcd CPU | nodes' CPU | slotd RSS (heap) | etcd RSS | heartbeats/s | load reports/s | load avg |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	table(w, nil, "rf", "window", "s", "etcd writes/s", "puts/s", "reads/s", "lease renewals/s", "WAL bytes/s", "bytes into etcd/s",
+		"etcd requests/s by method", "slotd CPU", "etcd CPU", "nodes' CPU", "slotd RSS (heap)", "etcd RSS", "heartbeats/s", "load reports/s", "load avg")
 	for _, r := range rs {
 		for _, wd := range r.windows {
 			s := wd.secs()
@@ -53,13 +52,12 @@ func report(w io.Writer, c config, rs []*result) {
 				wd.slotdRate(mHandled, rpc("Heartbeat")), wd.slotdRate(mHandled, rpc("Report")), wd.b.load)
 		}
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Per move (directory-level moves of empty slots: at rf 1 BeginMove + CommitFencedMove, the mover's two")
-	fmt.Fprintln(w, "transactions; at rf 3 a replica moved to another node of its zone, remove-replica + add-learner + join-isr;")
-	fmt.Fprintln(w, "every node watches the map, so each commit reaches all of them through slotd):")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| rf | moves | moves/s | directory txns/move | etcd writes/move | WAL bytes/move | put bytes/move | bytes into etcd/move | slotd CPU/move | etcd CPU/move | nodes' CPU/move |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	table(w, []string{
+		"Per move (directory-level moves of empty slots: at rf 1 BeginMove + CommitFencedMove, the mover's two",
+		"transactions; at rf 3 a replica moved to another node of its zone, remove-replica + add-learner + join-isr;",
+		"while the nodes run, each commit reaches every one of them through slotd's watch):",
+	}, "rf", "window", "moves/s", "directory txns/move", "etcd writes/move", "WAL bytes/move", "put bytes/move", "bytes into etcd/move",
+		"slotd CPU/move", "etcd CPU/move", "nodes' CPU/move")
 	for _, r := range rs {
 		for _, wd := range r.windows {
 			if wd.moves == 0 {
@@ -69,18 +67,17 @@ func report(w io.Writer, c config, rs []*result) {
 			ms := func(a, b usage) string {
 				return fmt.Sprintf("%.2f ms", float64((b.cpu-a.cpu).Microseconds())/1000/float64(wd.moves))
 			}
-			fmt.Fprintf(w, "| %d | %d | %.0f | %d | %.2f | %s | %s | %s | %s | %s | %s |\n", r.rf, wd.moves, float64(wd.moves)/wd.secs(), wd.steps,
+			fmt.Fprintf(w, "| %d | %s | %.0f | %d | %.2f | %s | %s | %s | %s | %s | %s |\n", r.rf, wd.name, float64(wd.moves)/wd.secs(), wd.steps,
 				per(wd.etcdRate(mProposals)), kib(per(wd.etcdRate(mWALBytes))), kib(per(wd.etcdRate(mPutBytes))), kib(per(wd.etcdRate(mRecvBytes))),
 				ms(wd.a.slotdU, wd.b.slotdU), ms(wd.a.etcdU, wd.b.etcdU), ms(wd.a.me, wd.b.me))
 		}
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "etcd's db after the moves, at the directory's default bounds (history 10,000 versions, audit 10,000 entries per")
-	fmt.Fprintln(w, "kind). \"Compacted\" is the file after a compaction to the last revision and a defragmentation: what the bounds")
-	fmt.Fprintln(w, "keep once etcd's hour of revisions (slotd's autocompaction retention) has passed.")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| rf | moves | revisions | db before | db after moves (in use) | compacted | growth/move | quota | moves/s that fill the quota in 1 h | keys kept (bytes) |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	table(w, []string{
+		"etcd's db after the moves, at the directory's default bounds (history 10,000 versions, audit 10,000 entries per",
+		"kind). \"Compacted\" is the file after a compaction to the last revision and a defragmentation: what the bounds",
+		"keep once etcd's hour of revisions (slotd's autocompaction retention) has passed.",
+	}, "rf", "moves", "revisions", "db before", "db after moves (in use)", "compacted", "growth/move", "quota",
+		"moves/s that fill the quota in 1 h", "keys kept (bytes)")
 	for _, r := range rs {
 		d := r.db
 		if d.moves == 0 {
@@ -95,6 +92,17 @@ func report(w io.Writer, c config, rs []*result) {
 			mib(d.after), mib(d.afterInUse), mib(d.compacted), kib(growth), mib(d.quota), fill, keysKept(d))
 	}
 	fmt.Fprintln(w)
+}
+
+// table starts a Markdown table after a blank line, the intro's lines and
+// another blank line.
+func table(w io.Writer, intro []string, cols ...string) {
+	fmt.Fprintln(w)
+	if len(intro) > 0 {
+		fmt.Fprintln(w, strings.Join(intro, "\n"))
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
 }
 
 // methods lists etcd's gRPC requests per second by method, busiest first.

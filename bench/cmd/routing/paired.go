@@ -3,13 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/slotd/slotd/bench/internal/host"
 )
 
 // A loop runs n lookups over the keys, starting at key off, and returns a
@@ -169,16 +169,6 @@ func goroutineRows(w io.Writer, n int, cases []benchCase, res []result) {
 func parName(name string, g int) string { return fmt.Sprintf("%s, %d goroutines", name, g) }
 
 // loadAvg returns the 1-, 5- and 15-minute load averages, for the record.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
+func loadAvg() string { return host.LoadAverages() }
 
 func gomaxprocs() (procs, cpus int) { return runtime.GOMAXPROCS(0), runtime.NumCPU() }
