@@ -71,7 +71,7 @@ bench: ## run the Go benchmarks; output is benchstat input
 bench-compare: build redis ## side-by-side benchmarks against peer libraries and Redis Cluster: writes bench/RESULTS.md, ~8 min
 	cd bench && GO=$(GO) ./compare.sh
 
-fleet: build ## slotd at fleet scale: 1,000 in-process store nodes heartbeating and reporting load, 100,000 directory moves, at rf 1 and 3; prints the figures docs/scale.md explains (~15 min)
+fleet: build ## slotd at fleet scale: 1,000 in-process store nodes heartbeating and reporting load, 100,000 directory moves, at rf 1 and 3; prints the figures docs/scale.md explains (long: 15 min or more, and at 1,000 nodes a loaded 2-core machine may never settle: docs/scale.md)
 	cd bench && $(GO) run ./cmd/fleet -bin ../bin
 
 redis: ## install Debian's redis-server and redis-tools (the peer of bench-compare) when missing
