@@ -166,6 +166,10 @@ type Directory struct {
 	// afterWatchRead, when set (by tests only), runs in Watch between the
 	// read of the table and the start of the etcd watch.
 	afterWatchRead func()
+	// historySweep is how often (in versions) a write trims the history
+	// from its start, not only what it pushes out (historySweepEvery;
+	// tests lower it).
+	historySweep uint64
 	// txnHook, when set (by tests only), runs each write's txn: it may run
 	// it or not, now or later, and answer what it likes (an answer lost
 	// after the write, a txn that applies after its writer gave up).
@@ -182,8 +186,12 @@ func New(cfg Config) (*Directory, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Directory{cfg: cfg, cli: cfg.Client, k: keys{cfg.Prefix}, lg: cfg.Logger, m: m}, nil
+	return &Directory{cfg: cfg, cli: cfg.Client, k: keys{cfg.Prefix}, lg: cfg.Logger, m: m, historySweep: historySweepEvery}, nil
 }
+
+// historySweepEvery is how many versions apart a write trims the whole
+// history range, not only the entries it pushes out.
+const historySweepEvery = 1024
 
 // read returns the table at one etcd revision, read in one txn, and that
 // revision.
@@ -410,10 +418,19 @@ func (d *Directory) commit(ctx context.Context, st *state, m *mutation, changes 
 			ops = append(ops, op)
 		}
 	}
-	// One history entry per version: dropping every entry at or below
-	// v-limit keeps exactly the newest limit.
+	// One history entry per version: this write pushes out exactly the
+	// entries at versions st.version-limit+1 .. v-limit, and deletes only
+	// those. A range from history/0 would walk every key deleted since
+	// etcd's last compaction, so each commit would cost more than the one
+	// before (one move in 100,000 cost ten times the first). Once every
+	// historySweep versions the range starts at 0 again, for entries a
+	// larger HistoryLimit kept.
 	if limit := uint64(d.cfg.HistoryLimit); v > limit {
-		ops = append(ops, clientv3.OpDelete(d.k.history(0), clientv3.WithRange(d.k.history(v-limit+1))))
+		from := uint64(0)
+		if st.version > limit && v/d.historySweep == st.version/d.historySweep {
+			from = st.version - limit + 1
+		}
+		ops = append(ops, clientv3.OpDelete(d.k.history(from), clientv3.WithRange(d.k.history(v-limit+1))))
 	}
 	ops = append(ops, m.extra...)
 	cmps := []clientv3.Cmp{
