@@ -159,7 +159,7 @@ func BenchmarkWatchDelivery(b *testing.B) {
 func BenchmarkRenewLease(b *testing.B) {
 	_, d, _ := setup(b, 3, nil)
 	ctx := testCtx(b)
-	l, err := d.GrantLease(ctx, "n0")
+	l, err := d.GrantLease(ctx, "n0", Registrant{})
 	if err != nil {
 		b.Fatal(err)
 	}

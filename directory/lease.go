@@ -63,6 +63,18 @@ type aliveRec struct {
 	// OrphanBytes is what the node last reported of data nothing explains
 	// (SetOrphanBytes); it lives and dies with the lease.
 	OrphanBytes *int64 `json:"orphan_bytes,omitempty"`
+	// Incarnation and Attempt name the registration that holds the lease
+	// (Registrant); empty for a lease granted without one.
+	Incarnation string `json:"incarnation,omitempty"`
+	Attempt     uint64 `json:"attempt,omitempty"`
+}
+
+// Registrant names a store's registration: its process (Incarnation,
+// random at the process's start) and the attempt's number, rising within
+// the incarnation. The zero value names none.
+type Registrant struct {
+	Incarnation string
+	Attempt     uint64
 }
 
 // etcdTTL is the TTL of the etcd lease behind a store's lease, in whole
@@ -79,8 +91,11 @@ func (d *Directory) lease(id clientv3.LeaseID, granted time.Time) Lease {
 // A live lease of the node is replaced and revoked (its holder can renew
 // it no more; the new lease outlives anything it was promised), and the
 // run of heartbeats the hold-down counts goes on. It does not change the
-// version. ErrNotFound for an unknown node.
-func (d *Directory) GrantLease(ctx context.Context, id string) (Lease, error) {
+// version. ErrNotFound for an unknown node; ErrConflict, granting nothing,
+// for a registration by that came late: the lease is held by a later
+// attempt of the same incarnation (a store whose attempt timed out on its
+// side tried again, and the first reached slotd last).
+func (d *Directory) GrantLease(ctx context.Context, id string, by Registrant) (Lease, error) {
 	if err := checkID("node id", id); err != nil {
 		return Lease{}, fmt.Errorf("grant lease: %w", err)
 	}
@@ -94,12 +109,16 @@ func (d *Directory) GrantLease(ctx context.Context, id string) (Lease, error) {
 	if node == 0 {
 		return Lease{}, fmt.Errorf("%s: %w: node %q is not registered", op, ErrNotFound, id)
 	}
+	if by.Incarnation != "" && old.rev != 0 && old.rec.Incarnation == by.Incarnation && old.rec.Attempt > by.Attempt {
+		return Lease{}, fmt.Errorf("%s: %w: registration attempt %d came after attempt %d of the same process, which holds the lease; the lease stands",
+			op, ErrConflict, by.Attempt, old.rec.Attempt)
+	}
 	lease, err := d.cli.Grant(rctx, d.etcdTTL())
 	if err != nil {
 		return Lease{}, fromEtcd(ctx, op, err)
 	}
 	now := d.cfg.Now().UTC()
-	rec := aliveRec{Since: now, Granted: now}
+	rec := aliveRec{Since: now, Granted: now, Incarnation: by.Incarnation, Attempt: by.Attempt}
 	if old.rev != 0 {
 		rec.Since, rec.OrphanBytes = old.rec.Since, old.rec.OrphanBytes
 	}
@@ -183,7 +202,7 @@ func (d *Directory) Touch(ctx context.Context, id string) error {
 			return fromEtcd(ctx, "touch "+id, err)
 		}
 	}
-	_, err = d.GrantLease(ctx, id)
+	_, err = d.GrantLease(ctx, id, Registrant{})
 	return err
 }
 

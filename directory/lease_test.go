@@ -17,7 +17,7 @@ func TestLeaseGrantRenewRefuse(t *testing.T) {
 	ctx := testCtx(t)
 	cli := c.Client()
 
-	l1, err := d.GrantLease(ctx, "n0")
+	l1, err := d.GrantLease(ctx, "n0", Registrant{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestLeaseGrantRenewRefuse(t *testing.T) {
 
 	// A registration again replaces the lease and keeps the run.
 	clock.Advance(time.Second)
-	l2, err := d.GrantLease(ctx, "n0")
+	l2, err := d.GrantLease(ctx, "n0", Registrant{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestFailNodeNeedsExpiredLease(t *testing.T) {
 		t.Fatalf("n2 is %s, want down", s)
 	}
 	clock.Advance(time.Minute)
-	lease, err := d.GrantLease(ctx, "n2") // it comes back: still down for the hold-down
+	lease, err := d.GrantLease(ctx, "n2", Registrant{}) // it comes back: still down for the hold-down
 	if err != nil {
 		t.Fatal(err)
 	}

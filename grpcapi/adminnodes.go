@@ -46,7 +46,7 @@ func (s *AdminServer) RegisterNode(ctx context.Context, req *slotdv1.RegisterNod
 	}
 	// Registration grants a new lease (keeping the run of heartbeats the
 	// hold-down counts); heartbeats renew it by its id.
-	lease, err := s.dir.GrantLease(ctx, n.ID)
+	lease, err := s.dir.GrantLease(ctx, n.ID, directory.Registrant{Incarnation: req.GetIncarnation(), Attempt: req.GetAttempt()})
 	if err != nil {
 		return nil, toStatus(err)
 	}

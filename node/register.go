@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"sync"
@@ -59,6 +61,13 @@ type Registrar struct {
 	cfg RegistrarConfig
 	lg  *slog.Logger
 
+	// incarnation names this Registrar's process to slotd, and attempts
+	// counts its registrations: a registration that reaches slotd after a
+	// later one (its call timed out here) does not take the later one's
+	// lease.
+	incarnation string
+	attempts    uint64
+
 	mu         sync.Mutex // guards the fields below
 	registered bool
 	state      slotdv1.NodeState
@@ -79,7 +88,9 @@ func NewRegistrar(cfg RegistrarConfig) (*Registrar, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Registrar{cfg: cfg, lg: cfg.Logger.With("node", cfg.Node.GetId())}, nil
+	var inc [8]byte
+	_, _ = rand.Read(inc[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return &Registrar{cfg: cfg, lg: cfg.Logger.With("node", cfg.Node.GetId()), incarnation: hex.EncodeToString(inc[:])}, nil
 }
 
 // Registered reports whether the node holds a live session, with its state
@@ -119,7 +130,8 @@ func (r *Registrar) Run(ctx context.Context) error {
 	for {
 		sent := r.now()
 		rctx, cancel := context.WithTimeout(ctx, registerTimeout)
-		resp, err := r.cfg.Admin.RegisterNode(rctx, &slotdv1.RegisterNodeRequest{Node: r.cfg.Node})
+		r.attempts++
+		resp, err := r.cfg.Admin.RegisterNode(rctx, &slotdv1.RegisterNodeRequest{Node: r.cfg.Node, Incarnation: r.incarnation, Attempt: r.attempts})
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {

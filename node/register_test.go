@@ -30,11 +30,13 @@ type flakyAdmin struct {
 	expireAfter     int
 	lastNode        *slotdv1.Node
 	sessionsExpired int
+	calls           []*slotdv1.RegisterNodeRequest // every registration, failed ones too
 }
 
 func (a *flakyAdmin) RegisterNode(ctx context.Context, req *slotdv1.RegisterNodeRequest) (*slotdv1.RegisterNodeResponse, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.calls = append(a.calls, req)
 	if a.failFirst > 0 {
 		a.failFirst--
 		return nil, status.Error(codes.Unavailable, "etcd unreachable")
@@ -94,9 +96,17 @@ func TestRegistrarRetriesAndReregisters(t *testing.T) {
 	}
 	admin.mu.Lock()
 	n := admin.lastNode
+	calls := admin.calls
 	admin.mu.Unlock()
 	if n.GetId() != "kv-1" || n.GetAddress() != "127.0.0.1:7500" || n.GetZone() != "z1" || n.GetWeight() != 2 {
 		t.Fatalf("registered %v", n)
+	}
+	// Every registration names this process and numbers its attempt, so
+	// slotd can tell one that arrives late from the one that holds the lease.
+	for i, c := range calls {
+		if c.GetIncarnation() == "" || c.GetIncarnation() != calls[0].GetIncarnation() || c.GetAttempt() != uint64(i+1) {
+			t.Fatalf("registration %d named incarnation %q attempt %d, want %q and %d", i+1, c.GetIncarnation(), c.GetAttempt(), calls[0].GetIncarnation(), i+1)
+		}
 	}
 	if _, err := NewRegistrar(RegistrarConfig{Admin: client, Node: &slotdv1.Node{Id: "x"}}); err == nil {
 		t.Fatal("a node without an address was accepted")

@@ -613,7 +613,14 @@ type RegisterNodeRequest struct {
 	// weight 1 when 0). An existing node gets its address and zone updated and
 	// keeps its weight and state, except that a DOWN node becomes ACTIVE once
 	// its hold-down ends.
-	Node          *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Node *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// incarnation names the registering process (random at its start) and
+	// attempt numbers its registrations, rising. A registration of the same
+	// incarnation with a lower attempt than the one that holds the node's
+	// lease came late (its sender gave up on it and tried again): it is
+	// refused with ABORTED and the lease stands. Empty: unconditional.
+	Incarnation   string `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Attempt       uint64 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -653,6 +660,20 @@ func (x *RegisterNodeRequest) GetNode() *Node {
 		return x.Node
 	}
 	return nil
+}
+
+func (x *RegisterNodeRequest) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *RegisterNodeRequest) GetAttempt() uint64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
 }
 
 type RegisterNodeResponse struct {
@@ -4466,9 +4487,11 @@ const file_slotdv1_admin_proto_rawDesc = "" +
 	"\boperator\x18\x03 \x01(\tR\boperator\x12=\n" +
 	"\vreplication\x18\x04 \x01(\v2\x1b.slotd.v1.ReplicationPolicyR\vreplication\"8\n" +
 	"\x11BootstrapResponse\x12#\n" +
-	"\x03map\x18\x01 \x01(\v2\x11.slotd.v1.SlotMapR\x03map\"9\n" +
+	"\x03map\x18\x01 \x01(\v2\x11.slotd.v1.SlotMapR\x03map\"u\n" +
 	"\x13RegisterNodeRequest\x12\"\n" +
-	"\x04node\x18\x01 \x01(\v2\x0e.slotd.v1.NodeR\x04node\"\xbe\x02\n" +
+	"\x04node\x18\x01 \x01(\v2\x0e.slotd.v1.NodeR\x04node\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\x04R\aattempt\"\xbe\x02\n" +
 	"\x14RegisterNodeResponse\x12\"\n" +
 	"\x04node\x18\x01 \x01(\v2\x0e.slotd.v1.NodeR\x04node\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x18\n" +
