@@ -110,21 +110,34 @@ func (h *Harness) Dir(name string) string {
 }
 
 // Addr returns a free 127.0.0.1:port for name, the same one on every call,
-// so a restarted process comes back on its address.
+// so a restarted process comes back on its address. No two names get the
+// same port: a port the kernel hands out again after its listener closed
+// (it happened: an etcd member's client URL on another's peer port) is
+// skipped.
 func (h *Harness) Addr(name string) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if a, ok := h.addrs[name]; ok {
 		return a
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		h.t.Fatalf("harness: free port: %v", err)
+	given := make(map[string]bool, len(h.addrs))
+	for _, a := range h.addrs {
+		given[a] = true
 	}
-	a := l.Addr().String()
-	l.Close()
-	h.addrs[name] = a
-	return a
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			h.t.Fatalf("harness: free port: %v", err)
+		}
+		a := l.Addr().String()
+		l.Close()
+		if !given[a] {
+			h.addrs[name] = a
+			return a
+		}
+	}
+	h.t.Fatalf("harness: no free port for %s that is not already given out", name)
+	return ""
 }
 
 // Proc is one started process.
