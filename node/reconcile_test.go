@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,36 +13,16 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/api/slotmap"
+	"github.com/slotd/slotd/internal/manualclock"
 	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/slots"
 )
-
-// manualClock moves only when told; its After never fires (the tests run
-// ReconcileOnce themselves).
-type manualClock struct {
-	mu  sync.Mutex // guards now
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) After(time.Duration) <-chan time.Time { return nil }
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 type recNode struct {
 	n     *Node
 	m     *StaticMap
 	st    *memStore
-	clock *manualClock
+	clock *manualclock.Clock
 	reg   *prometheus.Registry
 	fresh *slotmap.Map // when set, FreshMap returns it
 }
@@ -52,7 +31,7 @@ type recNode struct {
 // (drops) running and reconciliation left to the test.
 func newRecNode(t *testing.T) *recNode {
 	t.Helper()
-	r := &recNode{m: new(StaticMap), st: newMemStore(), clock: &manualClock{now: time.Unix(1000, 0)}, reg: prometheus.NewRegistry()}
+	r := &recNode{m: new(StaticMap), st: newMemStore(), clock: manualclock.New(time.Unix(1000, 0)), reg: prometheus.NewRegistry()}
 	r.m.SetAll("a", "127.0.0.1:1")
 	n, err := New(Config{
 		ID: "a", Store: r.st, Map: r.m, StateDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),

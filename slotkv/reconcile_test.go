@@ -9,6 +9,7 @@ import (
 
 	"github.com/slotd/slotd/api/slotdv1"
 	"github.com/slotd/slotd/directory"
+	"github.com/slotd/slotd/internal/manualclock"
 	"github.com/slotd/slotd/node"
 	"github.com/slotd/slotd/slots"
 )
@@ -198,7 +199,7 @@ func firstKey(s slots.Slot) []byte {
 // through reconciliation, and rejoins empty.
 func TestFailedNodeComesBackWithOldData(t *testing.T) {
 	ctx := context.Background()
-	fake := &recClock{now: time.Now()}
+	fake := manualclock.New(time.Now())
 	c := newRecCluster(t, func(cfg *directory.Config) {
 		cfg.Now, cfg.DownAfter, cfg.HoldDown = fake.Now, 5*time.Second, time.Second
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/slotd/slotd/directory"
 	"github.com/slotd/slotd/grpcapi"
 	"github.com/slotd/slotd/internal/etcdtest"
+	"github.com/slotd/slotd/internal/manualclock"
 	"github.com/slotd/slotd/internal/waitfor"
 	"github.com/slotd/slotd/load"
 	"github.com/slotd/slotd/migrations"
@@ -29,27 +30,6 @@ import (
 // etcd, real slotkv stores, a clock that moves when the test says, and the
 // hand-driven steps of a move.
 
-// recClock is the stores' clock: it moves only when the test says.
-type recClock struct {
-	mu  sync.Mutex // guards now
-	now time.Time
-}
-
-func (c *recClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// After never fires: the tests run the passes themselves.
-func (c *recClock) After(time.Duration) <-chan time.Time { return nil }
-
-func (c *recClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // recCluster is etcd, a directory with nodes a and b, and slotd's services
 // on a real port.
 type recCluster struct {
@@ -57,7 +37,7 @@ type recCluster struct {
 	dir   *directory.Directory
 	addr  string
 	conn  *grpc.ClientConn
-	clock *recClock
+	clock *manualclock.Clock
 	nodes map[string]string // id -> data dir
 }
 
@@ -104,7 +84,7 @@ func newRecCluster(t *testing.T, mods ...func(*directory.Config)) *recCluster {
 	go func() { defer close(hub); _ = svc.Run(sctx) }()
 	go func() { defer close(served); _ = g.Serve(lis) }()
 	t.Cleanup(func() { cancel(); g.Stop(); <-served; <-hub })
-	c := &recCluster{t: t, dir: d, addr: lis.Addr().String(), clock: &recClock{now: time.Unix(5000, 0)}, nodes: map[string]string{}}
+	c := &recCluster{t: t, dir: d, addr: lis.Addr().String(), clock: manualclock.New(time.Unix(5000, 0)), nodes: map[string]string{}}
 	c.conn, err = grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
