@@ -227,19 +227,21 @@ func TestFirstMinuteAutoBalance(t *testing.T) {
 // from before the load); this scenario holds the balancer to the same
 // promise, no second automatic plan.
 //
-// Known to fail today, so skipped unless E2E_KNOWN_GAPS=1. The fill plan
-// now sees the rates of the last seconds (the stores' answers carry them)
-// and balances bytes and ops together: it plans every node within 1.01 in
-// bytes and 0.95-1.05 in ops. But the averages of a cluster this young are
-// plain means since its start, so the bulk load's writes fade from them
-// within seconds while the workload's, on 16 slots, do not: about 15 s
-// after the fill the view reads n4 ops 1.12 and n3 0.92, and the balancer
-// makes a second, small plan (4 moves). A balancer that tells a fading
-// burst from lasting traffic would close it.
+// Skipped unless E2E_KNOWN_GAPS=1: it passed once, which is not yet
+// evidence. The fill plan sees the rates of the last seconds (the stores'
+// answers carry them) and balances bytes and ops together (every node
+// within 1.01 in bytes, 0.95-1.05 in ops), and the balancer stores no plan
+// when the stores' figures of now are balanced. What is not understood:
+// in the 45 s after the fill, the view from the load reports drifts to
+// ops ratios of 0.81-1.24 while the stores' own figures stay within the
+// band. The averages of a cluster this young are plain means since its
+// start, so the bulk load's writes fade from them within seconds while the
+// workload's, on 16 slots, do not; whether that explains all of the drift,
+// or the view adds some, is open.
 func TestFirstMinuteAutoBalanceDefault(t *testing.T) {
 	full(t)
 	if os.Getenv("E2E_KNOWN_GAPS") == "" {
-		t.Skip("known gap: the young averages move as the bulk load's writes fade, and the balancer makes a second, small plan; E2E_KNOWN_GAPS=1 runs it")
+		t.Skip("known gap: the view's ops ratios drift from the stores' own figures after the fill; E2E_KNOWN_GAPS=1 runs it")
 	}
 	firstMinuteAuto(t, "13 (c) first minute: auto, default", "fm13c", "")
 }

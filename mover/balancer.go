@@ -282,9 +282,19 @@ func slotRatios(snap *directory.Snapshot, counts map[string]int) []autoRatio {
 // plan proposes and applies a plan for d as operator "auto" and records it
 // in d.State. An empty plan is left proposed and counts as a plan for the
 // interval, so that an imbalance the planner cannot fix (a hot slot) is
-// not planned again every tick.
+// not planned again every tick. When the stores' figures of now show no
+// imbalance at all (the reports the decision read were older), no plan is
+// stored, and the interval counts from now too.
 func (b *Balancer) plan(ctx context.Context, d *autoDecision, pol directory.AutoPolicy, now time.Time) error {
 	p, err := b.cfg.Control.Propose(ctx, autoPlanRequest(*d, pol))
+	if errors.Is(err, ErrBalanced) {
+		// The reports showed an imbalance for a window, the stores' answers
+		// of now show none: no plan. The interval still counts from now,
+		// so the stores are not asked again every tick.
+		d.State.LastPlanAt = now
+		d.Kind, d.Reason = autoWatching, d.Reason+": the stores' figures of now are balanced, no plan"
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -309,7 +319,7 @@ func (b *Balancer) plan(ctx context.Context, d *autoDecision, pol directory.Auto
 // reason.
 func autoPlanRequest(d autoDecision, pol directory.AutoPolicy) PlanRequest {
 	return PlanRequest{MaxMoves: d.MaxMoves, MaxBytes: d.MaxBytes, Operator: autoOperator, Reason: d.Reason,
-		BalanceBy: planner.BalanceBy(pol.BalanceBy), Tolerance: pol.Tolerance}
+		BalanceBy: planner.BalanceBy(pol.BalanceBy), Tolerance: pol.Tolerance, SkipIfBalanced: true}
 }
 
 // stateWriteEvery bounds how often a decision whose words alone changed

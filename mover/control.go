@@ -26,6 +26,9 @@ var (
 	// ErrPrecondition: the request is well formed, but the cluster's state
 	// refuses it (another plan active, plan stale, wrong plan state).
 	ErrPrecondition = errors.New("mover: precondition failed")
+	// ErrBalanced: a request with SkipIfBalanced found nothing to do; no
+	// plan was stored.
+	ErrBalanced = errors.New("mover: balanced, nothing to do")
 )
 
 // SizeSource reports every slot's size and each node's keys, bytes and
@@ -171,6 +174,12 @@ type PlanRequest struct {
 	BalanceBy planner.BalanceBy
 	Tolerance float64
 	MaxBytes  int64
+	// SkipIfBalanced stores no plan when the planner finds nothing to do
+	// (planner.Plan.Balanced): Propose returns ErrBalanced instead. The
+	// automatic balancer sets it: its decision reads the load reports,
+	// the plan the stores' answers of now, and when those say the cluster
+	// is balanced there is no plan to record.
+	SkipIfBalanced bool
 }
 
 // Propose computes a plan for the current table with req's node edits
@@ -239,6 +248,9 @@ func (c *Control) Propose(ctx context.Context, req PlanRequest) (*Plan, error) {
 	}
 	if note := measuredNote(filled, rated, unknown); note != "" {
 		pp.Note = strings.TrimPrefix(pp.Note+"; "+note, "; ")
+	}
+	if req.SkipIfBalanced && pp.Balanced && len(pp.Moves) == 0 {
+		return nil, fmt.Errorf("plan: %w: %s", ErrBalanced, pp.Note)
 	}
 	now := c.now().UTC()
 	p := &Plan{

@@ -183,6 +183,7 @@ func computeLoad(in Input, nodes []Node, index map[string]int, mode BalanceBy) (
 	hot := b.isolate()
 	if len(b.plan.Moves) == 0 && b.balanced(b.dims, b.tol) && !hot {
 		b.plan.Note = fmt.Sprintf("balanced within %s: nothing to do", pct(b.tol))
+		b.plan.Balanced = true
 	} else {
 		if len(b.dims) > 1 {
 			// auto: bytes first (what costs to move), every move checked
@@ -200,6 +201,7 @@ func computeLoad(in Input, nodes []Node, index map[string]int, mode BalanceBy) (
 		}
 	}
 	b.finish(before, beforeTotal)
+	b.plan.Balanced = b.plan.Balanced && len(b.plan.Blocked) == 0
 	return b.plan, nil
 }
 

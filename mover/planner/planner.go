@@ -131,6 +131,11 @@ type Plan struct {
 	HotSpots []HotSpot `json:"hot_spots,omitempty"`
 	// Blocked lists the slots no move may take: their owner is down.
 	Blocked []Blocked `json:"blocked,omitempty"`
+	// Balanced says there was nothing to do: every node is at its target
+	// (slots) or within the band (load), with nothing blocked and no hot
+	// spot. A plan without moves that is not Balanced is one the planner
+	// could not fix.
+	Balanced bool `json:"balanced,omitempty"`
 }
 
 // Compute returns the plan that takes in.Owners to weight-proportional
@@ -289,6 +294,7 @@ func computeCounts(in Input, nodes []Node, index map[string]int, mode BalanceBy)
 		})
 	}
 	p.Estimate = Estimate(p.TotalBytes, len(p.Moves), in.Throttle, in.PerMove)
+	p.Balanced = len(p.Moves) == 0 && len(p.Blocked) == 0
 	p.ID = planID(p)
 	return p, nil
 }
