@@ -189,12 +189,19 @@ func TestRegistrarDropsLostLease(t *testing.T) {
 // serveAdmin serves admin on 127.0.0.1 for the test and returns a client.
 func serveAdmin(t *testing.T, admin slotdv1.AdminServer) slotdv1.AdminClient {
 	t.Helper()
+	return slotdv1.NewAdminClient(serveTest(t, func(g *grpc.Server) { slotdv1.RegisterAdminServer(g, admin) }))
+}
+
+// serveTest serves what register puts on a gRPC server on 127.0.0.1 until
+// the test ends, and returns a connection to it.
+func serveTest(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	slotdv1.RegisterAdminServer(g, admin)
+	register(g)
 	served := make(chan struct{})
 	go func() { defer close(served); _ = g.Serve(lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -206,5 +213,5 @@ func serveAdmin(t *testing.T, admin slotdv1.AdminServer) slotdv1.AdminClient {
 		g.Stop()
 		<-served
 	})
-	return slotdv1.NewAdminClient(conn)
+	return conn
 }

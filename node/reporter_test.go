@@ -3,14 +3,12 @@ package node
 import (
 	"context"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/slotd/slotd/api/slotdv1"
@@ -39,20 +37,7 @@ func (r *recordingLoad) Report(_ context.Context, rep *slotdv1.LoadReport) (*slo
 
 func serveLoad(t *testing.T, srv *recordingLoad) slotdv1.LoadClient {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	slotdv1.RegisterLoadServer(g, srv)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = g.Serve(lis) }()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close(); g.Stop(); <-done })
-	return slotdv1.NewLoadClient(cc)
+	return slotdv1.NewLoadClient(serveTest(t, func(g *grpc.Server) { slotdv1.RegisterLoadServer(g, srv) }))
 }
 
 // TestReporterRun: Run reports at once and then at every interval of its
